@@ -1,0 +1,459 @@
+"""Loads every `workflow_defs/` root into one validated `Catalog` and checks the cross-file rules of
+DESIGN §4 before anything runs.
+
+Every problem is collected (not just the first) and named by file, YAML path and the fix; the caller
+gets one `DefinitionError`. Reading only: nothing here writes a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import types
+import typing
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .definition import Node, Phase, SkillGraph, Workflow
+from .errors import DefinitionError
+
+BUILTIN_DEFS = Path(__file__).resolve().parent.parent / "workflow_defs"
+if not BUILTIN_DEFS.is_dir():  # a wheel install ships them inside the package
+    BUILTIN_DEFS = Path(__file__).resolve().parent / "builtin_defs"
+
+
+BUILTIN_PREFIX = "built-in:workflow_defs/"
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A definition file: `kind` is workflow | phase | skill | skill-graph; `rel` is relative to its root."""
+
+    kind: str
+    id: str
+    root: Path
+    rel: str
+    display: str
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.rel
+
+
+@dataclass(frozen=True)
+class Catalog:
+    workflows: dict[str, Workflow]
+    phases: dict[str, Phase]
+    graph: SkillGraph
+    sources: dict[tuple[str, str], SourceFile] = field(default_factory=dict)
+
+    def source(self, kind: str, ident: str) -> SourceFile:
+        return self.sources[(kind, ident)]
+
+    def phase_for(self, workflow_id: str, node_id: str) -> Phase:
+        node = next(n for n in self.workflows[workflow_id].nodes if n.id == node_id)
+        return self.phases[node.phase]
+
+    def files_of(self, workflow_id: str) -> list[SourceFile]:
+        """The workflow file, its phases (review phases too) and their skill files, in a fixed order.
+        The skill graph is not one of them: a snapshot keeps only the edges between bound skills."""
+        wf = self.workflows[workflow_id]
+        phase_ids: list[str] = []
+        for node in wf.nodes:
+            for pid in (node.phase, node.review.phase if node.review else None):
+                if pid and pid not in phase_ids:
+                    phase_ids.append(pid)
+        files = [self.source("workflow", workflow_id)]
+        files += [self.source("phase", pid) for pid in phase_ids]
+        skill_ids: list[str] = []
+        for pid in phase_ids:
+            skill_ids += [s.id for s in self.phases[pid].execution.skills if s.id not in skill_ids]
+        return files + [self.source("skill", sid) for sid in skill_ids]
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def definition_roots(harness_root: Path | None) -> list[Path]:
+    """The built-in `workflow_defs/` plus the harness root's own, each once."""
+    roots = [BUILTIN_DEFS]
+    if harness_root is not None:
+        own = harness_root / "workflow_defs"
+        if own.is_dir() and own.resolve() != BUILTIN_DEFS.resolve():
+            roots.append(own)
+    return roots
+
+
+def load_catalog(roots: Iterable[Path], display_base: Path | None = None) -> Catalog:
+    """Load and check every definition under `roots`; raise `DefinitionError` listing all problems."""
+    loader = _Loader(display_base)
+    for root in roots:
+        loader.load_root(Path(root))
+    loader.check()
+    if loader.problems:
+        raise DefinitionError(loader.problems)
+    return Catalog(loader.workflows, loader.phases, SkillGraph(edges=loader.edges), loader.sources)
+
+
+def yaml_path(loc: Iterable[object]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+class _Loader:
+    def __init__(self, display_base: Path | None) -> None:
+        self.display_base = display_base.resolve() if display_base else None
+        self.problems: list[str] = []
+        self.workflows: dict[str, Workflow] = {}
+        self.phases: dict[str, Phase] = {}
+        self.edges: list = []
+        self.sources: dict[tuple[str, str], SourceFile] = {}
+        self.edge_files: list[tuple[SourceFile, int]] = []
+
+    def display(self, root: Path, rel: str) -> str:
+        full = (root / rel).resolve()
+        if root.resolve() == BUILTIN_DEFS.resolve():
+            return f"{BUILTIN_PREFIX}{rel}"
+        if self.display_base and full.is_relative_to(self.display_base):
+            return str(full.relative_to(self.display_base))
+        return str(full)
+
+    def load_root(self, root: Path) -> None:
+        for kind, folder, model in (("workflow", "workflows", Workflow), ("phase", "phases", Phase)):
+            for path in sorted((root / folder).glob("*.y*ml")):
+                self.load_definition(root, f"{folder}/{path.name}", kind, model)
+        graph = root / "skills" / "graph.yaml"
+        if graph.is_file():
+            rel = "skills/graph.yaml"
+            src = SourceFile("skill-graph", "graph", root, rel, self.display(root, rel))
+            data = self.read_yaml(src)
+            if data is not None:
+                parsed = self.validate(src, SkillGraph, data)
+                if parsed is not None:
+                    self.edges += parsed.edges
+                    self.edge_files += [(src, i) for i in range(len(parsed.edges))]
+                    self.sources.setdefault(("skill-graph", "graph"), src)
+
+    def read_yaml(self, src: SourceFile) -> object | None:
+        try:
+            data = yaml.safe_load(src.path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            self.problems.append(f"{src.display}: not UTF-8 text; save the file as UTF-8")
+            return None
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            reason = getattr(err, "problem", None) or str(err)
+            self.problems.append(f"{src.display}: invalid YAML{where}: {reason}; fix the syntax")
+            return None
+        if not isinstance(data, dict):
+            self.problems.append(f"{src.display}: (top level): expected a mapping of keys, "
+                                 f"got {type(data).__name__}; start the file with `kind: ...`")
+            return None
+        return data
+
+    def validate(self, src: SourceFile, model: type[BaseModel], data: dict) -> BaseModel | None:
+        try:
+            return model.model_validate(data)
+        except ValidationError as err:
+            for e in err.errors():
+                self.problems.append(f"{src.display}: {format_error(model, e)}")
+            return None
+
+    def load_definition(self, root: Path, rel: str, kind: str, model: type[BaseModel]) -> None:
+        stem = PurePosixPath(rel).stem
+        src = SourceFile(kind, stem, root, rel, self.display(root, rel))
+        data = self.read_yaml(src)
+        if data is None:
+            return
+        if data.get("kind") != kind:
+            self.problems.append(f"{src.display}: kind: expected `{kind}` in {rel.split('/')[0]}/, "
+                                 f"got `{data.get('kind')}`; move the file or fix `kind`")
+            return
+        parsed = self.validate(src, model, data)
+        if parsed is None:
+            return
+        if parsed.id != stem:
+            self.problems.append(f"{src.display}: id: `{parsed.id}` does not match the file name "
+                                 f"`{stem}`; rename the file to `{parsed.id}.yaml` or the id to `{stem}`")
+            return
+        table = self.workflows if kind == "workflow" else self.phases
+        if parsed.id in table:
+            first = self.sources[(kind, parsed.id)].display
+            self.problems.append(f"{src.display}: id: duplicate {kind} id `{parsed.id}` (also defined "
+                                 f"in {first}); rename one of them")
+            return
+        table[parsed.id] = parsed
+        self.sources[(kind, parsed.id)] = src
+
+    def check(self) -> None:
+        for pid, phase in self.phases.items():
+            self.check_phase(self.sources[("phase", pid)], phase)
+        for wid, wf in self.workflows.items():
+            self.check_workflow(self.sources[("workflow", wid)], wf)
+        self.check_graph()
+
+    def check_phase(self, src: SourceFile, phase: Phase) -> None:
+        p = self.problems
+        skills = phase.execution.skills
+        if phase.execution.executor.kind == "command":
+            if skills:
+                p.append(f"{src.display}: execution.skills: a command phase loads no skills; "
+                         "remove them or use `executor: {kind: codex}`")
+        else:
+            entries = [i for i, s in enumerate(skills) if s.load == "entry"]
+            if not entries:
+                p.append(f"{src.display}: execution.skills: no entry skill; add exactly one skill "
+                         "with `load: entry` (the phase's main skill)")
+            for i in entries[1:]:
+                p.append(f"{src.display}: execution.skills[{i}].load: second entry skill "
+                         f"`{skills[i].id}` (first: `{skills[entries[0]].id}` at "
+                         f"execution.skills[{entries[0]}]); a phase has exactly one entry skill, "
+                         "make the others `load: on-demand`")
+        for i, skill in enumerate(skills):
+            self.bind_skill(src, i, skill.id, skill.path)
+        seen: dict[str, int] = {}
+        for i, art in enumerate(phase.output.artifacts):
+            where = f"{src.display}: output.artifacts[{i}]"
+            if art.id in seen:
+                p.append(f"{where}.id: duplicate artifact id `{art.id}` (first at "
+                         f"output.artifacts[{seen[art.id]}]); give each artifact a unique id")
+            seen.setdefault(art.id, i)
+            problem = relative_path_problem(art.path)
+            if problem:
+                p.append(f"{where}.path: `{art.path}` {problem}; use a path relative to the "
+                         "node folder phases/<delivery>/<node>/")
+
+    def bind_skill(self, src: SourceFile, index: int, skill_id: str, rel: str) -> None:
+        where = f"{src.display}: execution.skills[{index}].path"
+        problem = relative_path_problem(rel)
+        if problem:
+            self.problems.append(f"{where}: `{rel}` {problem}; use a path under skills/ of the "
+                                 "same workflow_defs folder")
+            return
+        if not (src.root / rel).is_file():
+            self.problems.append(f"{where}: skill file not found: {self.display(src.root, rel)}; "
+                                 "create it or fix the path")
+            return
+        known = self.sources.get(("skill", skill_id))
+        if known and known.path.resolve() != (src.root / rel).resolve():
+            self.problems.append(f"{where}: skill `{skill_id}` is bound to {known.display} "
+                                 f"elsewhere; one skill id names one file, rename one of them")
+            return
+        self.sources.setdefault(("skill", skill_id), SourceFile(
+            "skill", skill_id, src.root, rel, self.display(src.root, rel)))
+
+    def check_workflow(self, src: SourceFile, wf: Workflow) -> None:
+        p, d = self.problems, src.display
+        index: dict[str, int] = {}
+        for i, node in enumerate(wf.nodes):
+            if node.id in index:
+                p.append(f"{d}: nodes[{i}].id: duplicate node id `{node.id}` (first at "
+                         f"nodes[{index[node.id]}]); give each node a unique id")
+            else:
+                index[node.id] = i
+        known = ", ".join(index)
+        for i, node in enumerate(wf.nodes):
+            for j, need in enumerate(node.needs):
+                if need not in index:
+                    p.append(f"{d}: nodes[{i}].needs[{j}]: unknown node `{need}` (known: {known})")
+            if node.phase not in self.phases:
+                p.append(f"{d}: nodes[{i}].phase: unknown phase `{node.phase}` (known: "
+                         f"{', '.join(sorted(self.phases))}); add workflow_defs/phases/"
+                         f"{node.phase}.yaml or fix the id")
+            if node.review:
+                rp = self.phases.get(node.review.phase)
+                if rp is None or rp.execution.executor.kind != "evaluator":
+                    p.append(f"{d}: nodes[{i}].review.phase: `{node.review.phase}` is not an "
+                             "evaluator phase; name a phase with `executor: {kind: evaluator}`")
+        cycle = find_cycle(wf.nodes)
+        if cycle:
+            p.append(f"{d}: nodes: cycle {' -> '.join(cycle)}; remove one of these needs")
+            return
+        ancestors = transitive_needs(wf.nodes)
+        for i, node in enumerate(wf.nodes):
+            if node.id in ancestors and node.phase in self.phases:
+                self.check_inputs(d, wf, i, node, ancestors[node.id])
+        for name, ref in wf.outputs.items():
+            self.check_output_ref(f"{d}: outputs.{name}", wf, ref.node, ref.output)
+
+    def check_inputs(self, d: str, wf: Workflow, i: int, node: Node, upstream: set[str]) -> None:
+        p = self.problems
+        ports = self.phases[node.phase].input.ports
+        for port in ports:
+            if port not in node.inputs:
+                p.append(f"{d}: nodes[{i}].inputs: missing input `{port}` required by phase "
+                         f"`{node.phase}`; add `{port}: {{node: <upstream>, output: <port>}}`")
+        for port, ref in node.inputs.items():
+            where = f"{d}: nodes[{i}].inputs.{port}"
+            if port not in ports:
+                p.append(f"{where}: phase `{node.phase}` has no input port `{port}` (has: "
+                         f"{', '.join(ports) or 'none'}); remove it or declare it in the phase")
+                continue
+            want = ports[port].contract
+            if ref.input is not None:
+                if ref.input not in wf.inputs:
+                    p.append(f"{where}.input: unknown workflow input `{ref.input}` (declared: "
+                             f"{', '.join(wf.inputs) or 'none'}); declare it under `inputs:`")
+                elif wf.inputs[ref.input].contract != want:
+                    p.append(f"{where}: contract mismatch: workflow input `{ref.input}` is "
+                             f"`{wf.inputs[ref.input].contract}`, phase `{node.phase}` port "
+                             f"`{port}` expects `{want}`; make the contracts match")
+                continue
+            if ref.node not in upstream:
+                p.append(f"{where}.node: `{ref.node}` is not upstream of `{node.id}` (upstream: "
+                         f"{', '.join(sorted(upstream)) or 'none'}); add `{ref.node}` to "
+                         f"nodes[{i}].needs or take the input from an upstream node")
+                continue
+            got = self.check_output_ref(where, wf, ref.node, ref.output)
+            if got is not None and got != want:
+                p.append(f"{where}: contract mismatch: node `{ref.node}` output `{ref.output}` is "
+                         f"`{got}`, phase `{node.phase}` port `{port}` expects `{want}`; make the "
+                         "contracts match")
+
+    def check_output_ref(self, where: str, wf: Workflow, node_id: str, port: str) -> str | None:
+        node = next((n for n in wf.nodes if n.id == node_id), None)
+        if node is None:
+            self.problems.append(f"{where}.node: unknown node `{node_id}` (known: "
+                                 f"{', '.join(n.id for n in wf.nodes)})")
+            return None
+        phase = self.phases.get(node.phase)
+        if phase is None:
+            return None
+        if port not in phase.output.ports:
+            self.problems.append(f"{where}.output: node `{node_id}` (phase `{node.phase}`) has no "
+                                 f"output port `{port}` (has: "
+                                 f"{', '.join(phase.output.ports) or 'none'})")
+            return None
+        return phase.output.ports[port].contract
+
+    def check_graph(self) -> None:
+        bound = sorted(sid for kind, sid in self.sources if kind == "skill")
+        for edge, (src, i) in zip(self.edges, self.edge_files, strict=True):
+            for key, sid in (("from", edge.source), ("to", edge.to)):
+                if sid not in bound:
+                    self.problems.append(
+                        f"{src.display}: edges[{i}].{key}: skill `{sid}` is not bound by any phase "
+                        f"(bound: {', '.join(bound) or 'none'}); bind it in a phase's "
+                        "execution.skills or remove the edge")
+
+
+def relative_path_problem(rel: str) -> str | None:
+    """Why `rel` is not a safe path relative to a folder, or None."""
+    if rel.startswith(("/", "\\")) or (len(rel) > 1 and rel[1] == ":"):
+        return "is absolute"
+    parts = PurePosixPath(rel.replace("\\", "/")).parts
+    depth = 0
+    for part in parts:
+        depth += -1 if part == ".." else (0 if part == "." else 1)
+        if depth < 0:
+            return "escapes the phase folder"
+    return None if depth > 0 else "names no file"
+
+
+def find_cycle(nodes: list[Node]) -> list[str] | None:
+    """The first cycle along `needs`, as node ids ending where they start, or None."""
+    needs = {n.id: [x for x in n.needs] for n in nodes}
+    color: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(nid: str) -> list[str] | None:
+        color[nid] = 1
+        stack.append(nid)
+        for up in needs.get(nid, []):
+            if up not in needs:
+                continue
+            if color.get(up) == 1:
+                return stack[stack.index(up):] + [up]
+            if up not in color and (found := visit(up)):
+                return found
+        stack.pop()
+        color[nid] = 2
+        return None
+
+    for n in nodes:
+        if n.id not in color and (found := visit(n.id)):
+            return found
+    return None
+
+
+def transitive_needs(nodes: list[Node]) -> dict[str, set[str]]:
+    """node id → every node it (transitively) needs. Assumes no cycle."""
+    needs = {n.id: n.needs for n in nodes}
+    memo: dict[str, set[str]] = {}
+
+    def up(nid: str) -> set[str]:
+        if nid not in memo:
+            memo[nid] = set()
+            for x in needs.get(nid, []):
+                if x in needs:
+                    memo[nid] |= {x} | up(x)
+        return memo[nid]
+
+    for n in nodes:
+        up(n.id)
+    return memo
+
+
+def topological_order(nodes: list[Node]) -> list[Node]:
+    """Nodes ordered so every node comes after its needs; ties keep the file order."""
+    done: list[str] = []
+    pending = list(nodes)
+    while pending:
+        ready = next(n for n in pending if all(x in done for x in n.needs))
+        done.append(ready.id)
+        pending.remove(ready)
+    by_id = {n.id: n for n in nodes}
+    return [by_id[i] for i in done]
+
+
+def format_error(model: type[BaseModel], err: dict) -> str:
+    """One pydantic error as `<yaml path>: <what> ; <fix>`."""
+    loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+    where = yaml_path(loc)
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        allowed = allowed_keys(model, loc[:-1])
+        hint = f" (allowed: {', '.join(allowed)})" if allowed else ""
+        return f"{where}: unknown key `{loc[-1]}`; remove it or fix the spelling{hint}"
+    if kind == "missing":
+        return f"{where}: missing required key `{loc[-1]}`; add it"
+    msg = err["msg"].removeprefix("Value error, ")
+    if kind == "string_pattern_mismatch":
+        msg = (f"`{err['input']}` is not a valid id; use lowercase letters, digits, `-` and `_`, "
+               "starting with a letter or digit")
+    return f"{where}: {msg}"
+
+
+def allowed_keys(model: type[BaseModel], loc: list[object]) -> list[str]:
+    """The keys the model accepts at `loc` (walking fields, lists and dicts), or [] if unknown."""
+    current: object = model
+    for part in loc:
+        current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel) and isinstance(part, str):
+            info = current.model_fields.get(part) or next(
+                (f for f in current.model_fields.values() if f.alias == part), None)
+            if info is None:
+                return []
+            current = info.annotation
+        elif typing.get_origin(current) in (list, dict):
+            current = typing.get_args(current)[-1]
+        else:
+            return []
+    current = _unwrap(current)
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return [f.alias or name for name, f in current.model_fields.items()]
+    return []
+
+
+def _unwrap(tp: object) -> object:
+    while typing.get_origin(tp) in (typing.Union, types.UnionType, typing.Annotated):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        tp = args[0]
+    return tp

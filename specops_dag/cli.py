@@ -1,0 +1,274 @@
+"""The `specops` command: a thin click front-end over the domain functions.
+
+It resolves settings once (root, DAGSTER_HOME), translates `SpecopsError` into exit codes
+(0 ok, 1 failed run, 2 bad input, 3 blocked) and prints. Dagster is imported only by the
+commands that need an instance (`new`, `run`, `demo`), never by `status`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import click
+
+from . import delivery as ops
+from .catalog import definition_roots, load_catalog
+from .definition import Phase, SkillGraph, Workflow
+from .errors import DefinitionError, SpecopsError
+from .state import Delivery, Store
+
+DEMO_TEMPLATE = Path(__file__).resolve().parent / "demo_root"
+STATUS_MARK = {"completed": "✔", "running": "…", "pending": "·", "error": "✘", "blocked": "■"}
+
+
+def fail_cleanly(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except DefinitionError as err:
+            for problem in err.problems:
+                click.echo(problem, err=True)
+            click.echo(f"error: {len(err.problems)} problem(s) in the definitions; nothing was "
+                       "changed", err=True)
+            sys.exit(err.exit_code)
+        except SpecopsError as err:
+            click.echo(f"error: {err.message}", err=True)
+            sys.exit(err.exit_code)
+    return wrapper
+
+
+@click.group()
+@click.option("--root", envvar="SPECOPS_ROOT", type=click.Path(file_okay=False, path_type=Path),
+              default=".", show_default=True, help="Harness root (env SPECOPS_ROOT).")
+@click.pass_context
+def main(ctx: click.Context, root: Path) -> None:
+    """Run Codex agent deliveries on C#/.NET 8 repositories as Dagster DAGs."""
+    ctx.obj = root.resolve()
+
+
+def store_of(ctx: click.Context) -> Store:
+    return Store(ctx.obj)
+
+
+@main.command()
+@click.pass_context
+@fail_cleanly
+def check(ctx: click.Context) -> None:
+    """Load and validate every workflow, phase and skill definition (exit 2 on any problem)."""
+    roots = definition_roots(ctx.obj)
+    catalog = load_catalog(roots, display_base=ctx.obj)
+    skills = sum(1 for kind, _ in catalog.sources if kind == "skill")
+    click.echo(f"ok: {len(catalog.workflows)} workflows, {len(catalog.phases)} phases, "
+               f"{skills} skills from {', '.join(str(r) for r in roots)}")
+
+
+@main.command()
+@click.option("--kind", type=click.Choice(["workflow", "phase", "skill-graph"]))
+def schema(kind: str | None) -> None:
+    """Print the JSON Schema of the definition files, for editor completion."""
+    schemas = {"workflow": Workflow.model_json_schema(), "phase": Phase.model_json_schema(),
+               "skill-graph": SkillGraph.model_json_schema(by_alias=True)}
+    click.echo(json.dumps(schemas[kind] if kind else schemas, indent=2))
+
+
+@main.command()
+@click.argument("workflow")
+@click.argument("delivery")
+@click.option("--request", "request_text", help="What the delivery must achieve.")
+@click.option("--request-file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--target", type=click.Path(path_type=Path), help="Repository to change "
+              "(default: the harness root).")
+@click.option("--platform", "platforms", multiple=True, help="Enables skills with "
+              "`when: {platforms: [...]}` (repeatable).")
+@click.pass_context
+@fail_cleanly
+def new(ctx, workflow, delivery, request_text, request_file, target, platforms) -> None:
+    """Create a delivery of WORKFLOW with id DELIVERY and register its Dagster partition."""
+    request = read_request(request_text, request_file)
+    catalog = load_catalog(definition_roots(ctx.obj), display_base=ctx.obj)
+
+    def register() -> None:
+        from .launch import register_delivery, resolve_dagster_home
+
+        register_delivery(resolve_dagster_home(ctx.obj), delivery)
+
+    state = ops.new_delivery(store_of(ctx), catalog, workflow, delivery, request, target,
+                             tuple(platforms), before_write=register)
+    click.echo(f"created delivery {delivery} ({workflow}, {len(state.steps)} steps) in "
+               f"phases/{delivery}/; run it with `specops run {delivery}`")
+
+
+def read_request(text: str | None, file: Path | None) -> str:
+    if (text is None) == (file is None):
+        raise click.UsageError("give exactly one of --request TEXT or --request-file FILE")
+    if file is None:
+        return text or ""
+    try:
+        return file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise click.UsageError(f"--request-file {file}: cannot read it as UTF-8 text ({err})")
+
+
+@main.command()
+@click.argument("delivery", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@fail_cleanly
+def status(ctx, delivery: str | None, as_json: bool) -> None:
+    """Show every delivery, or one delivery's steps, gates, next actions and drift."""
+    store = store_of(ctx)
+    if delivery is None:
+        index = store.read_index()
+        if as_json:
+            click.echo(json.dumps(index.model_dump(), indent=2))
+            return
+        if not index.deliveries:
+            click.echo("no deliveries yet; create one with `specops new WORKFLOW DELIVERY "
+                       "--request TEXT`")
+        for e in index.deliveries:
+            click.echo(f"{e.id:<24} {e.workflow:<18} {e.status:<10} updated {e.updated_at}")
+        return
+    ops.check_delivery_id(delivery)
+    state = store.read(delivery)
+    report = {"runnable": ops.runnable_steps(state), "drift": ops.drift(store, state)}
+    if as_json:
+        click.echo(json.dumps({**state.model_dump(by_alias=True), **report}, indent=2))
+        return
+    click.echo(render_status(state, report))
+
+
+def render_status(state: Delivery, report: dict) -> str:
+    lines = [f"delivery {state.phase}  workflow {state.workflow}  status {state.status}",
+             f"request: {state.request.strip().splitlines()[0][:100]}"]
+    for s in state.steps:
+        line = f"  {STATUS_MARK[s.status]} {s.step:>2} {s.name:<16} {s.status:<10}"
+        if s.status == "completed":
+            line += f" {len(s.handoff)} handoff(s), attempt {s.attempts}"
+        if s.error_message:
+            line += f" {s.error_message.splitlines()[0][:120]}"
+            line += f"\n       next: fix the cause, then `specops resume {state.phase} {s.name}`"
+        if s.blocked_reason:
+            line += f" {s.blocked_reason}"
+            gate = s.blocked_reason.removeprefix("awaiting approval: ")
+            if gate != s.blocked_reason:
+                line += f"\n       next: `specops approve {state.phase} {gate} --note ...`"
+        lines.append(line)
+    if report["runnable"]:
+        lines.append(f"next: `specops run {state.phase}` runs {', '.join(report['runnable'])}")
+    lines += [f"drift: {d}" for d in report["drift"]]
+    return "\n".join(lines)
+
+
+@main.command()
+@click.argument("delivery")
+@click.argument("node")
+@click.option("--reason", default="", help="Why the node is reopened (kept in revisions).")
+@click.pass_context
+@fail_cleanly
+def reopen(ctx, delivery: str, node: str, reason: str) -> None:
+    """Set NODE and everything downstream of it back to pending; keep old handoffs as revisions."""
+    ops.check_delivery_id(delivery)
+    names = ops.reopen(store_of(ctx), delivery, node, reason)
+    click.echo(f"reopened {', '.join(names)} of {delivery}; re-run with `specops run {delivery}`")
+
+
+@main.command()
+@click.argument("delivery")
+@click.argument("node")
+@click.pass_context
+@fail_cleanly
+def resume(ctx, delivery: str, node: str) -> None:
+    """Put an `error` or `blocked` NODE back to pending with a fresh 3-call budget."""
+    ops.check_delivery_id(delivery)
+    ops.resume(store_of(ctx), delivery, node)
+    click.echo(f"{node} of {delivery} is pending again; run it with `specops run {delivery}`")
+
+
+@main.command()
+@click.argument("delivery")
+@click.argument("gate")
+@click.option("--note", default="", help="What was checked, kept with the decision.")
+@click.option("--reject", is_flag=True, help="Record a rejection instead of an approval.")
+@click.pass_context
+@fail_cleanly
+def approve(ctx, delivery: str, gate: str, note: str, reject: bool) -> None:
+    """Approve (or --reject) a human gate of a delivery."""
+    ops.check_delivery_id(delivery)
+    decision = ops.approve(store_of(ctx), delivery, gate, note, reject)
+    click.echo(f"{gate} {decision.decision} for {delivery} at {decision.at}")
+
+
+@main.command()
+@click.argument("delivery")
+@click.option("--executor", type=click.Choice(["multiprocess", "in_process"]),
+              default="multiprocess", show_default=True, help="Dagster executor for the run.")
+@click.option("--timeout", "timeout_s", type=float, default=6 * 3600, show_default=True,
+              help="Deadline in seconds for the whole run.")
+@click.pass_context
+@fail_cleanly
+def run(ctx, delivery: str, executor: str, timeout_s: float) -> None:
+    """Run a delivery's pending steps as a Dagster job run on the DAGSTER_HOME instance."""
+    ops.check_delivery_id(delivery)
+    sys.exit(run_delivery(ctx.obj, delivery, executor, timeout_s))
+
+
+def run_delivery(root: Path, delivery: str, executor: str, timeout_s: float) -> int:
+    from .launch import execute_job, job_name, register_delivery, resolve_dagster_home
+
+    store = Store(root)
+    state = store.read(delivery)
+    home = resolve_dagster_home(root)
+    register_delivery(home, delivery)
+    log_dir = store.delivery_dir(delivery) / "runs"
+    click.echo(f"running {job_name(state.workflow)} for {delivery} (DAGSTER_HOME={home}); "
+               f"log: {log_dir / 'dagster-run.err'}")
+    result = execute_job(root, home, state.workflow, delivery, executor, timeout_s, log_dir)
+    state = store.read(delivery)
+    click.echo(render_status(state, {"runnable": ops.runnable_steps(state), "drift": []}))
+    if result.timed_out:
+        click.echo(f"error: the run passed its {timeout_s:.0f} s deadline and was stopped", err=True)
+        return 1
+    if result.exit_code != 0:
+        tail = "\n".join(result.stderr.strip().splitlines()[-12:])
+        click.echo(f"error: the Dagster run failed (exit {result.exit_code}); last lines of "
+                   f"{log_dir / 'dagster-run.err'}:\n{tail}", err=True)
+    if state.status == "completed":
+        return 0
+    if any(s.status == "error" for s in state.steps) or result.exit_code != 0:
+        return 1
+    return 3
+
+
+@main.command()
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
+              default=Path(".specops-demo"), show_default=True, help="Demo harness root.")
+@click.option("--executor", type=click.Choice(["multiprocess", "in_process"]),
+              default="multiprocess", show_default=True)
+@fail_cleanly
+def demo(directory: Path, executor: str) -> None:
+    """Create a demo harness root, a delivery of its `demo-checks` workflow, and run it."""
+    root = directory.resolve()
+    if not (root / "workflow_defs").is_dir():
+        shutil.copytree(DEMO_TEMPLATE, root, dirs_exist_ok=True)
+    store = Store(root)
+    taken = {e.id for e in store.read_index().deliveries}
+    delivery = next(f"demo-{i}" for i in range(1, 10_000) if f"demo-{i}" not in taken)
+    catalog = load_catalog(definition_roots(root), display_base=root)
+
+    def register() -> None:
+        from .launch import register_delivery, resolve_dagster_home
+
+        register_delivery(resolve_dagster_home(root), delivery)
+
+    ops.new_delivery(store, catalog, "demo-checks", delivery,
+                     "Inventory the demo repository and report on it.", before_write=register)
+    click.echo(f"demo harness root: {root}; delivery {delivery}")
+    code = run_delivery(root, delivery, executor, 3600)
+    click.echo(f"open the UI with `cd {root} && DAGSTER_HOME={root / '.dagster_home'} "
+               "dagster dev -w workspace.yaml` to see the run")
+    sys.exit(code)

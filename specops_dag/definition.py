@@ -1,0 +1,179 @@
+"""Pydantic models of the YAML a workflow author writes: `kind: workflow`, `kind: phase`, skills and
+the skill graph (DESIGN §4, seed 004).
+
+Only shapes and single-file rules live here; rules that need several files (unknown `needs`,
+cycles, contracts, skill files on disk) are checked by `catalog`. No I/O, no dagster.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+Ident = Annotated[str, Field(pattern=ID_PATTERN)]
+GateName = Literal["scope", "requirements", "design", "target-write", "risk", "external-write"]
+GATE_NAMES: tuple[str, ...] = GateName.__args__  # type: ignore[attr-defined]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Contract(Strict):
+    contract: Ident
+
+
+class InputRef(Strict):
+    """Where a node input comes from: the workflow's own input, or an upstream node's output port."""
+
+    input: Ident | None = None
+    node: Ident | None = None
+    output: Ident | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> InputRef:
+        if self.input is not None and (self.node is not None or self.output is not None):
+            raise ValueError("give either `input`, or `node` and `output`, not both")
+        if self.input is None and (self.node is None or self.output is None):
+            raise ValueError("give either `input: <workflow input>` or `node: <id>, output: <port>`")
+        return self
+
+
+class OutputRef(Strict):
+    node: Ident
+    output: Ident
+
+
+class Gates(Strict):
+    """Human confirmation points (seed 004) around a node: `before` it runs, `after` it completes."""
+
+    before: GateName | None = None
+    after: GateName | None = None
+
+
+class Review(Strict):
+    phase: Ident
+    max_rounds: int = Field(default=3, ge=1, le=10)
+
+
+class Node(Strict):
+    id: Ident
+    phase: Ident
+    needs: list[Ident] = []
+    inputs: dict[Ident, InputRef] = {}
+    gates: Gates = Gates()
+    review: Review | None = None
+    context_files: list[str] = []
+
+
+class Workflow(Strict):
+    kind: Literal["workflow"]
+    id: Ident
+    description: str = ""
+    inputs: dict[Ident, Contract] = {}
+    gates: Gates = Gates()
+    nodes: list[Node] = Field(min_length=1)
+    outputs: dict[Ident, OutputRef] = {}
+
+
+class Executor(Strict):
+    """`codex` and `evaluator` run the agent; `command` runs a deterministic argv (seed 004)."""
+
+    kind: Literal["codex", "evaluator", "command"]
+    argv: list[str] | None = None
+    timeout_s: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _argv_only_for_commands(self) -> Executor:
+        if self.kind == "command" and not self.argv:
+            raise ValueError("a command executor needs `argv`: a non-empty list of strings")
+        if self.kind != "command" and self.argv is not None:
+            raise ValueError(f"`argv` is only for `kind: command`, not `kind: {self.kind}`")
+        return self
+
+
+class When(Strict):
+    platforms: list[str] = Field(min_length=1)
+
+
+class Skill(Strict):
+    id: Ident
+    path: str
+    load: Literal["entry", "on-demand"]
+    required: bool = False
+    when: When | None = None
+
+
+class Budget(Strict):
+    tokens: int | None = Field(default=None, ge=1)
+
+
+class Execution(Strict):
+    goal: str = Field(min_length=1)
+    executor: Executor
+    sandbox: Literal["read-only", "workspace-write"] | None = None
+    timeout_s: int = Field(default=3600, ge=1)
+    idle_timeout_s: int = Field(default=600, ge=1)
+    skills: list[Skill] = []
+    gates: Gates = Gates()
+    budget: Budget = Budget()
+
+
+class Artifact(Strict):
+    id: Ident
+    path: str = Field(min_length=1)
+    required: bool = True
+
+
+class InputPorts(Strict):
+    ports: dict[Ident, Contract] = {}
+
+
+class Output(Strict):
+    ports: dict[Ident, Contract] = {}
+    artifacts: list[Artifact] = []
+
+
+class Phase(Strict):
+    kind: Literal["phase"]
+    id: Ident
+    description: str = ""
+    input: InputPorts = InputPorts()
+    execution: Execution
+    output: Output = Output()
+    validation: Literal["full", "docs-only", "none"] = "full"
+    context_files: list[str] = []
+
+
+class SkillEdge(Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    source: Ident = Field(alias="from")
+    to: Ident
+    type: Literal["dynamic_load", "static_load"] = "dynamic_load"
+    reason: str = Field(min_length=1)
+
+
+class SkillGraph(Strict):
+    edges: list[SkillEdge] = []
+
+
+DELIVERY_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def delivery_id_problem(delivery: str) -> str | None:
+    """Why `delivery` cannot be a delivery id (a folder, a partition key, a branch name), or None."""
+    if not delivery:
+        return "is empty"
+    if "/" in delivery or "\\" in delivery:
+        return "contains a path separator"
+    if ".." in delivery:
+        return "contains `..`"
+    if delivery.endswith((".", ".lock")):
+        return "ends with `.` or `.lock`, which git refuses in a branch name"
+    if not DELIVERY_ID_RE.match(delivery):
+        return "must be 1-64 characters of letters, digits, `.`, `_` or `-`, starting with a letter or digit"
+    return None

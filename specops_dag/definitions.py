@@ -1,0 +1,144 @@
+"""The Dagster front-end: builds `Definitions` from `workflow_defs/` (built-in plus the harness
+root's own). One asset per node, key `[workflow, node]`, deps from `needs`, one dynamic partition
+per delivery, one job per workflow, a nightly schedule.
+
+It translates only: every decision is made by `specops_dag.step.run_step` and the state store.
+"""
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from .catalog import Catalog, definition_roots, load_catalog, sha256_file
+from .definition import Node, Workflow
+from .delivery import downstream_of, runnable_steps
+from .errors import SpecopsError
+from .launch import PARTITIONS, job_name
+from .state import FileRef, Store
+from .step import StepOutcome, run_step
+
+deliveries = dg.DynamicPartitionsDefinition(name=PARTITIONS)
+ALL_JOB = "deliveries_job"
+
+
+class SpecopsResource(dg.ConfigurableResource):
+    """Where the harness root is; set from SPECOPS_ROOT at load or from run config."""
+
+    root: str
+    lock_timeout_s: float = 30.0
+
+    def store(self) -> Store:
+        return Store(Path(self.root), lock_timeout_s=self.lock_timeout_s)
+
+    def run_step(self, delivery: str, workflow: str, node: str) -> StepOutcome:
+        return run_step(self.store(), delivery, node, workflow=workflow)
+
+
+def data_version(handoff: dict[str, FileRef]) -> str:
+    hashes = json.dumps({k: v.sha256 for k, v in sorted(handoff.items())})
+    return hashlib.sha256(hashes.encode()).hexdigest()[:16]
+
+
+def materialization(outcome: StepOutcome, delivery: str) -> dg.MaterializeResult:
+    metadata: dict[str, object] = {
+        "delivery": delivery,
+        "handoffs": dg.MetadataValue.json({k: v.model_dump() for k, v in outcome.handoff.items()}),
+        "attempt": outcome.attempt,
+        "duration_s": outcome.duration_s,
+        "reused": outcome.status == "reused",
+        **{f"handoff/{k}": dg.MetadataValue.path(v.path) for k, v in outcome.handoff.items()},
+    }
+    return dg.MaterializeResult(metadata=metadata,
+                                data_version=dg.DataVersion(data_version(outcome.handoff)))
+
+
+def node_code_version(catalog: Catalog, wf: Workflow, node: Node) -> str:
+    digest = hashlib.sha256(sha256_file(catalog.source("phase", node.phase).path).encode())
+    digest.update(node.model_dump_json().encode())
+    return digest.hexdigest()[:16]
+
+
+def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinition:
+    phase = catalog.phases[node.phase]
+
+    @dg.asset(
+        key=[wf.id, node.id],
+        deps=[dg.AssetKey([wf.id, up]) for up in node.needs],
+        group_name=wf.id.replace("-", "_"),
+        partitions_def=deliveries,
+        retry_policy=dg.RetryPolicy(max_retries=2),  # = 3 calls in all (seed 001 §6)
+        code_version=node_code_version(catalog, wf, node),
+        output_required=False,  # blocked → no materialization → downstream skipped
+        kinds={phase.execution.executor.kind},
+        description=phase.execution.goal,
+        tags={"phase": node.phase},
+    )
+    def _node(context: dg.AssetExecutionContext, specops: SpecopsResource):
+        delivery = context.partition_key
+        try:
+            outcome = specops.run_step(delivery, wf.id, node.id)
+        except SpecopsError as err:
+            raise dg.Failure(description=err.message, allow_retries=False) from err
+        if outcome.status in ("completed", "reused"):
+            yield materialization(outcome, delivery)
+        elif outcome.status in ("blocked", "skipped"):
+            context.log.warning(f"{node.id} of {delivery} {outcome.status}: {outcome.message}")
+        else:
+            raise dg.Failure(description=f"{node.id} of {delivery}: {outcome.message}",
+                             metadata={"attempt": outcome.attempt},
+                             allow_retries=outcome.retryable)
+
+    return _node
+
+
+def nightly_schedule(job, catalog: Catalog
+                     ) -> dg.ScheduleDefinition:
+    @dg.schedule(name="nightly", cron_schedule="0 2 * * *", job=job, execution_timezone="UTC")
+    def nightly(context: dg.ScheduleEvaluationContext, specops: SpecopsResource):
+        """One run per delivery with pending or interrupted steps and no closed gate in front."""
+        day = context.scheduled_execution_time.strftime("%Y-%m-%d")
+        store = specops.store()
+        known = set(context.instance.get_dynamic_partitions(PARTITIONS))
+        for entry in store.read_index().deliveries:
+            if entry.id not in known or entry.workflow not in catalog.workflows:
+                continue
+            state = store.read(entry.id)
+            ready = runnable_steps(state)
+            if not ready:
+                continue
+            names = {n for r in ready for n in downstream_of(state, r)}
+            keys = [dg.AssetKey([state.workflow, s.name]) for s in state.steps
+                    if s.name in names and s.status != "completed"]
+            yield dg.RunRequest(run_key=f"{entry.id}:{day}", partition_key=entry.id,
+                                asset_selection=keys, tags={"specops/delivery": entry.id})
+
+    return nightly
+
+
+def build_definitions(root: Path) -> dg.Definitions:
+    catalog = load_catalog(definition_roots(root), display_base=root)
+    assets, jobs = [], []
+    for wf in catalog.workflows.values():
+        wf_assets = [node_asset(catalog, wf, node) for node in wf.nodes]
+        assets += wf_assets
+        jobs.append(dg.define_asset_job(job_name(wf.id), selection=dg.AssetSelection.assets(
+            *wf_assets), partitions_def=deliveries, description=wf.description or None))
+    all_job = dg.define_asset_job(ALL_JOB, selection=dg.AssetSelection.assets(*assets),
+                                  partitions_def=deliveries,
+                                  description="Every workflow's nodes; the nightly schedule "
+                                  "selects one delivery's pending nodes per run.")
+    return dg.Definitions(
+        assets=assets, jobs=[*jobs, all_job], schedules=[nightly_schedule(all_job, catalog)],
+        resources={"specops": SpecopsResource(root=str(root))})
+
+
+def harness_root() -> Path:
+    return Path(os.environ.get("SPECOPS_ROOT") or os.getcwd()).resolve()
+
+
+defs = build_definitions(harness_root())
+
+__all__ = ["defs", "build_definitions", "deliveries"]

@@ -1,0 +1,304 @@
+"""Delivery life cycle over the state store: create (with the frozen config snapshot), reopen,
+resume, approve, and the read-only questions the front-ends ask (what can run, what drifted).
+
+Plain Python: the CLI and the Dagster adapter call these; nothing here imports dagster.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import yaml
+
+from .catalog import (
+    BUILTIN_DEFS,
+    BUILTIN_PREFIX,
+    Catalog,
+    load_catalog,
+    sha256_file,
+    topological_order,
+)
+from .definition import GATE_NAMES, delivery_id_problem
+from .errors import StateError, UsageError, WriteConflict
+from .state import (
+    Approval,
+    BoundSkill,
+    Delivery,
+    Owner,
+    Revision,
+    Snapshot,
+    SnapshotFile,
+    Step,
+    Store,
+    derive_status,
+    move,
+    now_iso,
+    write_json_atomic,
+)
+
+SNAPSHOT_DIR = "snapshot"
+
+
+def check_delivery_id(delivery: str) -> None:
+    problem = delivery_id_problem(delivery)
+    if problem:
+        raise UsageError(f"delivery id `{delivery}` {problem}; use e.g. `rss-cache` or "
+                         "`2026-11-rss-cache`")
+
+
+def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str, request: str,
+                 target: Path | None = None, platforms: tuple[str, ...] = (),
+                 before_write: Callable[[], None] | None = None) -> Delivery:
+    """Create `phases/<delivery>/` with its snapshot and pending steps, all or nothing.
+
+    `before_write` runs once every input is validated and before any file is written (the CLI
+    registers the Dagster partition there)."""
+    check_delivery_id(delivery)
+    if workflow_id not in catalog.workflows:
+        raise UsageError(f"unknown workflow `{workflow_id}` (known: "
+                         f"{', '.join(sorted(catalog.workflows))}); see `specops check`")
+    if not request.strip():
+        raise UsageError("the request is empty; pass --request TEXT or --request-file FILE")
+    if store.exists(delivery) or store.delivery_dir(delivery).exists():
+        raise UsageError(f"delivery `{delivery}` already exists (phases/{delivery}/); pick "
+                         f"another id or see `specops status {delivery}`")
+    target_path = (target or store.root).resolve()
+    if not target_path.is_dir():
+        raise UsageError(f"--target {target}: not a directory; pass the .NET repository to change")
+    if before_write is not None:
+        before_write()
+    store.phases.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".new-{delivery}-", dir=store.phases))
+    try:
+        snapshot = freeze_snapshot(catalog, workflow_id, staging, platforms)
+        state = initial_state(store, catalog, workflow_id, delivery, request, target_path,
+                              platforms, snapshot)
+        write_json_atomic(staging / "index.json", state.model_dump(by_alias=True))
+        with store.lock(".index.lock", "phases/index.json"):
+            if store.delivery_dir(delivery).exists():
+                raise WriteConflict(f"write conflict: phases/{delivery}/ appeared while creating "
+                                    "it; nothing was changed")
+            os.rename(staging, store.delivery_dir(delivery))
+        store.update_index(state)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return state
+
+
+def freeze_snapshot(catalog: Catalog, workflow_id: str, into: Path,
+                    platforms: tuple[str, ...]) -> Snapshot:
+    """Copy every file the workflow uses under `into/snapshot/` and record path + sha256."""
+    files = []
+    for src in catalog.files_of(workflow_id):
+        copy = Path(SNAPSHOT_DIR) / src.rel
+        (into / copy).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src.path, into / copy)
+        files.append(SnapshotFile(kind=src.kind, id=src.id, path=src.display,
+                                  sha256=sha256_file(into / copy), copy=copy.as_posix()))
+    by_id = {f.id: f for f in files if f.kind == "skill"}
+    edges = [e.model_dump(by_alias=True) for e in catalog.graph.edges
+             if e.source in by_id and e.to in by_id]
+    if ("skill-graph", "graph") in catalog.sources:
+        graph_src = catalog.source("skill-graph", "graph")
+        copy = Path(SNAPSHOT_DIR) / graph_src.rel
+        (into / copy).parent.mkdir(parents=True, exist_ok=True)
+        (into / copy).write_text(yaml.safe_dump({"edges": edges}, sort_keys=False), "utf-8")
+        # sha256 of the source, so drift is told against it; the copy holds only bound edges.
+        files.append(SnapshotFile(kind="skill-graph", id="graph", path=graph_src.display,
+                                  sha256=sha256_file(graph_src.path), copy=copy.as_posix()))
+    skills = {}
+    for node in catalog.workflows[workflow_id].nodes:
+        phase = catalog.phases[node.phase]
+        skills[node.phase] = [
+            BoundSkill(id=s.id, load=s.load, path=by_id[s.id].copy_path, sha256=by_id[s.id].sha256)
+            for s in phase.execution.skills
+            if s.when is None or set(s.when.platforms) & set(platforms)]
+    return Snapshot(workflow=workflow_id, files=files, skills=skills)
+
+
+def initial_state(store: Store, catalog: Catalog, workflow_id: str, delivery: str, request: str,
+                  target: Path, platforms: tuple[str, ...], snapshot: Snapshot) -> Delivery:
+    wf = catalog.workflows[workflow_id]
+    steps = []
+    for i, node in enumerate(topological_order(wf.nodes)):
+        phase = catalog.phases[node.phase]
+        gates = [g for g in (node.gates.before, phase.execution.gates.before) if g]
+        if not node.needs and wf.gates.before:
+            gates.insert(0, wf.gates.before)
+        for up in node.needs:
+            up_node = next(n for n in wf.nodes if n.id == up)
+            gates += [g for g in (up_node.gates.after,
+                                  catalog.phases[up_node.phase].execution.gates.after) if g]
+        context = list(dict.fromkeys([*phase.context_files, *node.context_files]))
+        steps.append(Step(step=i, name=node.id, phase=node.phase, needs=list(node.needs),
+                          context_files=context, validation=phase.validation,
+                          gates=list(dict.fromkeys(gates))))
+    stamp = now_iso()
+    rel_target = (target.relative_to(store.root.resolve()).as_posix() or "."
+                  if target.is_relative_to(store.root.resolve()) else str(target))
+    state = Delivery(project=store.root.resolve().name, phase=delivery, workflow=workflow_id,
+                     request=request, target=rel_target, platforms=list(platforms),
+                     created_at=stamp, updated_at=stamp, snapshot=snapshot, steps=steps)
+    state.log("created", detail=f"workflow {workflow_id}")
+    state.status = derive_status(state.steps)
+    return state
+
+
+def snapshot_catalog(store: Store, state: Delivery) -> Catalog:
+    """The definitions frozen at creation: later runs use these, never the current defaults."""
+    root = store.delivery_dir(state.phase) / SNAPSHOT_DIR
+    return load_catalog([root], display_base=store.root)
+
+
+def target_path(store: Store, state: Delivery) -> Path:
+    return (store.root / state.target).resolve()
+
+
+def downstream_of(state: Delivery, node: str) -> list[str]:
+    """`node` and every step that transitively needs it, in step order."""
+    hit = {node}
+    for step in state.steps:  # steps are in topological order
+        if hit & set(step.needs):
+            hit.add(step.name)
+    return [s.name for s in state.steps if s.name in hit]
+
+
+def owner_alive(owner: Owner | None) -> bool:
+    if owner is None or owner.host != socket.gethostname():
+        return False
+    try:
+        return abs(psutil.Process(owner.pid).create_time() - owner.create_time) < 0.01
+    except psutil.NoSuchProcess:
+        return False
+
+
+def current_owner() -> Owner:
+    me = psutil.Process()
+    return Owner(pid=me.pid, create_time=me.create_time(), host=socket.gethostname())
+
+
+def reopen(store: Store, delivery: str, node: str, reason: str = "") -> list[str]:
+    """Node + transitive downstream → pending; their handoffs move to `revisions`."""
+    with store.transaction(delivery) as state:
+        state.get_step(node)
+        names = downstream_of(state, node)
+        for name in names:
+            step = state.get_step(name)
+            if step.status == "running" and owner_alive(step.owner):
+                raise WriteConflict(f"write conflict: step `{name}` of `{delivery}` is running "
+                                    f"(pid {step.owner.pid}); wait for it to finish, then reopen")
+        stamp = now_iso()
+        for name in names:
+            step = state.get_step(name)
+            if step.handoff or step.completed_at:
+                step.revisions.append(Revision(
+                    handoff=step.handoff, consumed=step.consumed, completed_at=step.completed_at,
+                    attempts=step.attempts, reopened_at=stamp,
+                    reason=reason or f"reopened from `{node}`"))
+            move(state, step, "pending", "reopen")
+            clear_run_fields(step)
+            step.attempts, step.last_failure = 0, None
+        state.log("reopened", node, f"{', '.join(names)}" + (f": {reason}" if reason else ""))
+    return names
+
+
+def clear_run_fields(step: Step) -> None:
+    step.handoff, step.consumed = {}, {}
+    step.started_at = step.completed_at = step.owner = None
+    step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None
+
+
+def resume(store: Store, delivery: str, node: str) -> Step:
+    """error|blocked → pending, removing error_message/failed_at or blocked_reason/blocked_at."""
+    with store.transaction(delivery) as state:
+        step = state.get_step(node)
+        if step.status not in ("error", "blocked"):
+            raise StateError(f"step `{node}` of `{delivery}` is `{step.status}`; resume takes an "
+                             "`error` or `blocked` step"
+                             + (f" (reopen a completed one with `specops reopen {delivery} "
+                                f"{node}`)" if step.status == "completed" else ""))
+        move(state, step, "pending", "resume")
+        step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None
+        step.attempts = 0
+        return step
+
+
+def gate_open(state: Delivery, gate: str) -> bool:
+    """A gate is open when its latest decision is an approval (one approval per gate name)."""
+    decisions = [a.decision for a in state.approvals if a.gate == gate]
+    return bool(decisions) and decisions[-1] == "approved"
+
+
+def closed_gates(state: Delivery, step: Step) -> list[str]:
+    return [g for g in step.gates if not gate_open(state, g)]
+
+
+def approve(store: Store, delivery: str, gate: str, note: str = "",
+            reject: bool = False) -> Approval:
+    """Record a decision on a gate; an approval unblocks the steps that were waiting only on it."""
+    if gate not in GATE_NAMES:
+        raise UsageError(f"unknown gate `{gate}` (gates: {', '.join(GATE_NAMES)})")
+    with store.transaction(delivery) as state:
+        used = list(dict.fromkeys(g for s in state.steps for g in s.gates))
+        if gate not in used:
+            raise UsageError(f"delivery `{delivery}` has no `{gate}` gate (its gates: "
+                             f"{', '.join(used) or 'none'})")
+        approval = Approval(gate=gate, decision="rejected" if reject else "approved", note=note,
+                            at=now_iso())
+        state.approvals.append(approval)
+        state.log(f"gate {approval.decision}", detail=f"{gate}: {note}" if note else gate)
+        for step in state.steps:
+            waiting = step.status == "blocked" and (step.blocked_reason or "").startswith(
+                "awaiting approval: ")
+            if waiting and not closed_gates(state, step):
+                move(state, step, "pending", "approve")
+                step.blocked_reason = step.blocked_at = None
+        return approval
+
+
+def runnable_steps(state: Delivery) -> list[str]:
+    """Pending or interrupted steps whose upstream is not stuck and have no closed gate in front."""
+    stuck: set[str] = set()
+    out = []
+    for step in state.steps:
+        interrupted = step.status == "running" and not owner_alive(step.owner)
+        upstream_stuck = bool(stuck & set(step.needs))
+        if step.status != "completed":
+            stuck.add(step.name)
+        if upstream_stuck or step.status not in ("pending", "running") or closed_gates(state, step):
+            continue
+        if step.status == "pending" or interrupted:
+            out.append(step.name)
+    return out
+
+
+def drift(store: Store, state: Delivery) -> list[str]:
+    """Snapshot files whose source changed since creation (reported, never blocking)."""
+    notes = []
+    catalog_files = {f.path: f for f in state.snapshot.files}
+    for display, f in catalog_files.items():
+        source = _source_path(store, display)
+        if source is None or not source.is_file():
+            notes.append(f"{display}: removed since the snapshot (the delivery keeps its copy)")
+        elif sha256_file(source) != f.sha256:
+            notes.append(f"{display}: changed since the snapshot (the delivery keeps its copy)")
+    for step in state.steps:
+        for port, ref in step.consumed.items():
+            path = store.root / ref.path
+            if not path.is_file() or sha256_file(path) != ref.sha256:
+                notes.append(f"{step.name}: input `{port}` {ref.path} changed since it was consumed")
+    return notes
+
+
+def _source_path(store: Store, display: str) -> Path | None:
+    if display.startswith(BUILTIN_PREFIX):
+        return BUILTIN_DEFS / display.removeprefix(BUILTIN_PREFIX)
+    path = Path(display)
+    return path if path.is_absolute() else store.root / path

@@ -1,0 +1,66 @@
+"""Where the CLI meets a Dagster instance: the DAGSTER_HOME default, the delivery partition, and
+`dagster job execute` as a child process (so CLI runs show in the UI like any other run).
+
+Only `register_delivery` imports dagster, lazily: the rest stays importable by fast commands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from .process import ProcessResult, run_process
+
+PARTITIONS = "delivery"
+DAGSTER_YAML = """\
+# Written by specops. Default storage: sqlite under this folder (see README for Postgres).
+telemetry:
+  enabled: false
+nux:
+  enabled: false
+"""
+
+
+def resolve_dagster_home(root: Path, env: dict[str, str] | None = None) -> Path:
+    """DAGSTER_HOME if set, else `<harness root>/.dagster_home`; created with a dagster.yaml."""
+    env = os.environ if env is None else env
+    home = Path(env.get("DAGSTER_HOME") or root / ".dagster_home").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").exists():
+        (home / "dagster.yaml").write_text(DAGSTER_YAML, encoding="utf-8")
+    return home
+
+
+def register_delivery(home: Path, delivery: str) -> None:
+    """Add the delivery as a dynamic partition of the instance at `home` (idempotent)."""
+    import dagster as dg
+
+    os.environ["DAGSTER_HOME"] = str(home)
+    with dg.DagsterInstance.get() as instance:
+        if not instance.has_dynamic_partition(PARTITIONS, delivery):
+            instance.add_dynamic_partitions(PARTITIONS, [delivery])
+
+
+def job_name(workflow: str) -> str:
+    return f"{workflow.replace('-', '_')}_job"
+
+
+def job_execute_argv(workflow: str, delivery: str, config: Path | None = None) -> list[str]:
+    argv = [str(Path(sys.executable).parent / "dagster"), "job", "execute",
+            "-m", "specops_dag.definitions", "-j", job_name(workflow),
+            "--tags", json.dumps({"dagster/partition": delivery})]
+    return argv + (["-c", str(config)] if config else [])
+
+
+def execute_job(root: Path, home: Path, workflow: str, delivery: str, executor: str,
+                deadline_s: float, log_dir: Path) -> ProcessResult:
+    """Run the workflow's job for one delivery through the real `dagster job execute`."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    config = log_dir / "run_config.yaml"
+    config.write_text(f"execution:\n  config:\n    {executor}: {{}}\n", encoding="utf-8")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "SPECOPS_ROOT": str(root.resolve())}
+    return run_process(job_execute_argv(workflow, delivery, config), cwd=root, env=env,
+                       deadline_s=deadline_s, stdout_path=log_dir / "dagster-run.out",
+                       stderr_path=log_dir / "dagster-run.err")

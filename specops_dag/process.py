@@ -1,0 +1,145 @@
+"""The one place child processes start (STYLE: one subprocess choke point).
+
+`run_process` takes argv as a list (never a shell), a wall deadline and an optional idle deadline,
+writes output to files (never pipes that can fill up) and kills the whole process tree on expiry:
+descendants are snapshotted first because tools may start their own sessions.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from .errors import ToolMissing
+
+KILL_GRACE_S = 2.0
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    argv: tuple[str, ...]
+    exit_code: int | None
+    timed_out: bool
+    idle_timed_out: bool
+    duration_s: float
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and not self.idle_timed_out
+
+
+def run_process(
+    argv: list[str],
+    *,
+    cwd: Path,
+    deadline_s: float,
+    env: dict[str, str] | None = None,
+    stdin_data: bytes | None = None,
+    idle_timeout_s: float | None = None,
+    stdout_path: Path | None = None,
+    stderr_path: Path | None = None,
+) -> ProcessResult:
+    """Run argv to completion or until a deadline; the tree is killed on expiry."""
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise TypeError("argv must be a non-empty list of strings")
+    with tempfile.TemporaryDirectory(prefix="specops-proc-") as scratch:
+        out = stdout_path or Path(scratch) / "stdout"
+        err = stderr_path or Path(scratch) / "stderr"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        err.parent.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        with open(out, "wb") as fout, open(err, "wb") as ferr:
+            try:
+                proc = subprocess.Popen(
+                    argv, cwd=cwd, env=env, stdout=fout, stderr=ferr,
+                    stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+                    start_new_session=True)
+            except FileNotFoundError as e:
+                raise ToolMissing(f"`{argv[0]}` not found (cwd {cwd}); install it or fix "
+                                  "the command") from e
+            except PermissionError as e:
+                raise ToolMissing(f"`{argv[0]}` is not executable: {e}") from e
+            if stdin_data is not None:
+                _feed(proc, stdin_data)
+            timed_out, idle = _wait(proc, started, deadline_s, idle_timeout_s, out)
+        return ProcessResult(
+            argv=tuple(argv), exit_code=None if (timed_out or idle) else proc.returncode,
+            timed_out=timed_out, idle_timed_out=idle,
+            duration_s=round(time.monotonic() - started, 3),
+            stdout=out.read_text(encoding="utf-8", errors="replace"),
+            stderr=err.read_text(encoding="utf-8", errors="replace"))
+
+
+def _feed(proc: subprocess.Popen, data: bytes) -> None:
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(data)
+    except BrokenPipeError:
+        pass
+    finally:
+        try:
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+
+
+def _wait(proc: subprocess.Popen, started: float, deadline_s: float,
+          idle_timeout_s: float | None, out: Path) -> tuple[bool, bool]:
+    last_size, last_change = -1, time.monotonic()
+    while True:
+        try:
+            proc.wait(timeout=0.1)
+            return False, False
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if now - started >= deadline_s:
+            kill_tree(proc.pid)
+            proc.wait()
+            return True, False
+        if idle_timeout_s is not None:
+            size = out.stat().st_size if out.exists() else 0
+            if size != last_size:
+                last_size, last_change = size, now
+            elif now - last_change >= idle_timeout_s:
+                kill_tree(proc.pid)
+                proc.wait()
+                return False, True
+
+
+def kill_tree(pid: int) -> None:
+    """SIGTERM the process, its group and every descendant (snapshotted first), then SIGKILL."""
+    try:
+        root = psutil.Process(pid)
+        victims = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in victims:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(victims, timeout=KILL_GRACE_S)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=KILL_GRACE_S)

@@ -1,0 +1,313 @@
+"""Delivery state on disk (DESIGN §5): `phases/index.json` and `phases/<delivery>/index.json`.
+
+Owns the file models, atomic writes (temp file, fsync, rename), the per-delivery lock and the
+allowed step transitions. It knows nothing of Dagster or of how a step runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import StateError, UsageError, WriteConflict
+
+SCHEMA_VERSION = 1
+StepStatus = Literal["pending", "running", "completed", "error", "blocked"]
+
+# (from, to) -> the operations allowed to make that move (DESIGN §5).
+TRANSITIONS: dict[tuple[str, str], frozenset[str]] = {
+    ("pending", "running"): frozenset({"run"}),
+    ("running", "running"): frozenset({"run"}),  # an interrupted attempt taken over, or a retry
+    ("running", "completed"): frozenset({"run"}),
+    ("running", "error"): frozenset({"run"}),
+    ("running", "blocked"): frozenset({"run"}),
+    ("pending", "blocked"): frozenset({"run"}),
+    ("error", "pending"): frozenset({"resume", "reopen"}),
+    ("blocked", "pending"): frozenset({"resume", "reopen", "approve"}),
+    ("completed", "pending"): frozenset({"reopen"}),
+    ("pending", "pending"): frozenset({"reopen"}),
+    ("running", "pending"): frozenset({"reopen"}),  # only when its owner is gone
+}
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FileRef(Model):
+    path: str
+    sha256: str
+
+
+class SnapshotFile(Model):
+    kind: str
+    id: str
+    path: str
+    sha256: str
+    copy_path: str = Field(alias="copy")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class BoundSkill(Model):
+    id: str
+    load: str
+    path: str
+    sha256: str
+
+
+class Snapshot(Model):
+    workflow: str
+    files: list[SnapshotFile]
+    skills: dict[str, list[BoundSkill]] = {}
+
+
+class Owner(Model):
+    pid: int
+    create_time: float
+    host: str
+
+
+class Revision(Model):
+    handoff: dict[str, FileRef] = {}
+    consumed: dict[str, FileRef] = {}
+    completed_at: str | None = None
+    attempts: int = 0
+    reopened_at: str
+    reason: str
+
+
+class Step(Model):
+    step: int
+    name: str
+    phase: str
+    needs: list[str] = []
+    status: StepStatus = "pending"
+    context_files: list[str] = []
+    validation: str = "full"
+    attempts: int = 0
+    started_at: str | None = None
+    completed_at: str | None = None
+    error_message: str | None = None
+    failed_at: str | None = None
+    blocked_reason: str | None = None
+    blocked_at: str | None = None
+    last_failure: str | None = None
+    handoff: dict[str, FileRef] = {}
+    consumed: dict[str, FileRef] = {}
+    revisions: list[Revision] = []
+    usage: list[dict[str, int]] = []
+    gates: list[str] = []
+    owner: Owner | None = None
+
+
+class Event(Model):
+    at: str
+    event: str
+    step: str | None = None
+    detail: str = ""
+
+
+class Approval(Model):
+    gate: str
+    decision: Literal["approved", "rejected"]
+    note: str = ""
+    at: str
+
+
+class Delivery(Model):
+    schema_version: int = SCHEMA_VERSION
+    project: str
+    phase: str
+    workflow: str
+    status: StepStatus = "pending"
+    request: str
+    target: str
+    platforms: list[str] = []
+    created_at: str
+    updated_at: str
+    snapshot: Snapshot
+    steps: list[Step]
+    history: list[Event] = []
+    approvals: list[Approval] = []
+
+    def get_step(self, name: str) -> Step:
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise UsageError(f"delivery `{self.phase}` has no node `{name}` (nodes: "
+                         f"{', '.join(s.name for s in self.steps)})")
+
+    def log(self, event: str, step: str | None = None, detail: str = "") -> None:
+        self.history.append(Event(at=now_iso(), event=event, step=step, detail=detail))
+
+
+class IndexEntry(Model):
+    id: str
+    workflow: str
+    status: StepStatus
+    created_at: str
+    updated_at: str
+
+
+class Index(Model):
+    schema_version: int = SCHEMA_VERSION
+    deliveries: list[IndexEntry] = []
+
+
+def derive_status(steps: list[Step]) -> StepStatus:
+    statuses = {s.status for s in steps}
+    if statuses == {"completed"}:
+        return "completed"
+    for status in ("running", "error", "blocked"):
+        if status in statuses:
+            return status  # type: ignore[return-value]
+    return "pending"
+
+
+def move(delivery: Delivery, step: Step, to: StepStatus, via: str) -> None:
+    """Change a step's status if DESIGN §5 allows `via` to make that move; log it."""
+    allowed = TRANSITIONS.get((step.status, to), frozenset())
+    if via not in allowed:
+        raise StateError(f"phases/{delivery.phase}/index.json: steps[{step.step}] (`{step.name}`): "
+                         f"`{via}` cannot move a `{step.status}` step to `{to}`")
+    if step.status != to:
+        delivery.log(f"{step.status}->{to}", step.name, via)
+    step.status = to
+
+
+def migrate(data: dict, where: str) -> dict:
+    """The one migration point: upgrade older schema versions here; refuse newer ones."""
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise StateError(f"{where}: schema_version {version!r} is not supported (this specops "
+                         f"reads {SCHEMA_VERSION}); upgrade specops-dag or restore the file")
+    return data
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, ensure_ascii=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class Store:
+    """The `phases/` folder of one harness root. Every write goes through `transaction`."""
+
+    def __init__(self, root: Path, lock_timeout_s: float = 10.0) -> None:
+        self.root = Path(root)
+        self.phases = self.root / "phases"
+        self.lock_timeout_s = lock_timeout_s
+
+    def delivery_dir(self, delivery: str) -> Path:
+        return self.phases / delivery
+
+    def index_path(self, delivery: str) -> Path:
+        return self.phases / delivery / "index.json"
+
+    def exists(self, delivery: str) -> bool:
+        return self.index_path(delivery).is_file()
+
+    def read(self, delivery: str) -> Delivery:
+        path = self.index_path(delivery)
+        where = f"phases/{delivery}/index.json"
+        if not path.is_file():
+            raise UsageError(f"unknown delivery `{delivery}`: {where} not found; list deliveries "
+                             "with `specops status` or create one with `specops new`")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise StateError(f"{where}: not valid JSON ({err}); restore it from git") from err
+        try:
+            return Delivery.model_validate(migrate(data, where))
+        except ValidationError as err:
+            first = err.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise StateError(f"{where}: {loc}: {first['msg']}; restore it from git") from err
+
+    def read_index(self) -> Index:
+        path = self.phases / "index.json"
+        if not path.is_file():
+            return Index()
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return Index.model_validate(migrate(data, "phases/index.json"))
+
+    @contextlib.contextmanager
+    def lock(self, name: str, what: str) -> Iterator[None]:
+        self.phases.mkdir(parents=True, exist_ok=True)
+        path = self.phases / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            deadline = time.monotonic() + self.lock_timeout_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                        raise WriteConflict(
+                            f"write conflict: {what} is being written by another process (pid "
+                            f"{holder}); nothing was changed, retry when it finishes") from None
+                    time.sleep(0.05)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    @contextlib.contextmanager
+    def transaction(self, delivery: str) -> Iterator[Delivery]:
+        """Read under the delivery's lock, let the caller change it, write it back atomically."""
+        if not self.exists(delivery):
+            self.read(delivery)  # raises the "unknown delivery" error
+        with self.lock(f"{delivery}/.lock", f"phases/{delivery}/index.json"):
+            state = self.read(delivery)
+            yield state
+            self.write(state)
+
+    def write(self, state: Delivery) -> None:
+        state.status = derive_status(state.steps)
+        state.updated_at = now_iso()
+        checked = Delivery.model_validate(state.model_dump(by_alias=True))
+        write_json_atomic(self.index_path(state.phase), checked.model_dump(by_alias=True))
+        self.update_index(state)
+
+    def update_index(self, state: Delivery) -> None:
+        with self.lock(".index.lock", "phases/index.json"):
+            index = self.read_index()
+            entry = IndexEntry(id=state.phase, workflow=state.workflow, status=state.status,
+                               created_at=state.created_at, updated_at=state.updated_at)
+            rest = [e for e in index.deliveries if e.id != state.phase]
+            index.deliveries = sorted(rest + [entry], key=lambda e: e.id)
+            write_json_atomic(self.phases / "index.json", index.model_dump())
