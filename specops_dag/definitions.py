@@ -125,9 +125,8 @@ def build_definitions(root: Path) -> dg.Definitions:
         wf_assets = [node_asset(catalog, wf, node) for node in wf.nodes]
         assets += wf_assets
         jobs.append(dg.define_asset_job(job_name(wf.id), selection=dg.AssetSelection.assets(
-            *wf_assets), partitions_def=deliveries, description=wf.description or None))
+            *wf_assets), description=wf.description or None))
     all_job = dg.define_asset_job(ALL_JOB, selection=dg.AssetSelection.assets(*assets),
-                                  partitions_def=deliveries,
                                   description="Every workflow's nodes; the nightly schedule "
                                   "selects one delivery's pending nodes per run.")
     return dg.Definitions(

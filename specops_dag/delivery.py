@@ -105,7 +105,7 @@ def freeze_snapshot(catalog: Catalog, workflow_id: str, into: Path,
     by_id = {f.id: f for f in files if f.kind == "skill"}
     edges = [e.model_dump(by_alias=True) for e in catalog.graph.edges
              if e.source in by_id and e.to in by_id]
-    if ("skill-graph", "graph") in catalog.sources:
+    if by_id and ("skill-graph", "graph") in catalog.sources:
         graph_src = catalog.source("skill-graph", "graph")
         copy = Path(SNAPSHOT_DIR) / graph_src.rel
         (into / copy).parent.mkdir(parents=True, exist_ok=True)

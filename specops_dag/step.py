@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -183,7 +184,8 @@ def run_command_attempt(store: Store, state: Delivery, step: Step, phase: Phase)
         why = (f"timed out after {executor.timeout_s or DEFAULT_COMMAND_TIMEOUT_S} s"
                if result.timed_out else f"exited {result.exit_code}")
         log = (result.stdout + result.stderr).strip()
-        return AttemptResult(False, failure_summary(f"`{' '.join(argv)}` {why}\n{log}"), {})
+        text = f"`{shlex.join(argv)}` {why}" + (f"\n{log}" if log else "")
+        return AttemptResult(False, failure_summary(text), {})
     return verify_artifacts(store, state, step, phase)
 
 
