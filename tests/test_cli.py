@@ -1,0 +1,203 @@
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from .conftest import write_tree
+from .test_definitions import specops
+from .test_state import complete, make_delivery
+
+
+def tree_digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")) if folder.exists() else []:
+        digest.update(str(path.relative_to(folder)).encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def test_check_passes_on_the_built_in_and_harness_definitions(
+        diamond_root: Path, clean_env: dict[str, str]) -> None:
+    result = specops(clean_env, diamond_root, "check")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("ok: 3 workflows, 12 phases, 15 skills from ")
+
+
+def test_check_exits_2_with_every_problem_and_changes_nothing(
+        diamond_root: Path, clean_env: dict[str, str]) -> None:
+    make_delivery(diamond_root)
+    wf = diamond_root / "workflow_defs/workflows/diamond.yaml"
+    wf.write_text(wf.read_text().replace("needs: [a], inputs: {up: {node: a", "needs: [zz], "
+                                         "inputs: {up: {node: a", 1))
+    before = tree_digest(diamond_root / "phases")
+    result = specops(clean_env, diamond_root, "check")
+    assert result.returncode == 2
+    assert result.stderr == (
+        "workflow_defs/workflows/diamond.yaml: nodes[1].needs[0]: unknown node `zz` (known: a, b, "
+        "c, d)\n"
+        "workflow_defs/workflows/diamond.yaml: nodes[1].inputs.up.node: `a` is not upstream of "
+        "`b` (upstream: none); add `a` to nodes[1].needs or take the input from an upstream node\n"
+        "error: 2 problem(s) in the definitions; nothing was changed\n")
+    assert tree_digest(diamond_root / "phases") == before
+
+
+def test_schema_prints_json_schema_for_both_kinds(tmp_path: Path,
+                                                  clean_env: dict[str, str]) -> None:
+    result = specops(clean_env, tmp_path, "schema")
+    schemas = json.loads(result.stdout)
+    assert set(schemas) == {"workflow", "phase", "skill-graph"}
+    assert schemas["workflow"]["additionalProperties"] is False
+    assert schemas["phase"]["properties"]["kind"]["const"] == "phase"
+    one = json.loads(specops(clean_env, tmp_path, "schema", "--kind", "phase").stdout)
+    assert one == schemas["phase"]
+
+
+NEW_ERRORS = [
+    pytest.param(["new", "nope", "d2", "--request", "x"],
+                 "error: unknown workflow `nope` (known: diamond, full-delivery, quick-delivery); "
+                 "see `specops check`\n", id="unknown-workflow"),
+    pytest.param(["new", "diamond", "../evil", "--request", "x"],
+                 "error: delivery id `../evil` contains a path separator; use e.g. `rss-cache` or "
+                 "`2026-11-rss-cache`\n", id="path-in-id"),
+    pytest.param(["new", "diamond", "d1", "--request", "x"],
+                 "error: delivery `d1` already exists (phases/d1/); pick another id or see "
+                 "`specops status d1`\n", id="existing"),
+    pytest.param(["new", "diamond", "d2", "--request", "   "],
+                 "error: the request is empty; pass --request TEXT or --request-file FILE\n",
+                 id="empty-request"),
+    pytest.param(["new", "diamond", "d2", "--target", "nowhere", "--request", "x"],
+                 "error: --target nowhere: not a directory; pass the .NET repository to change\n",
+                 id="bad-target"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), NEW_ERRORS)
+def test_a_failed_new_exits_2_and_leaves_phases_and_dagster_untouched(
+        diamond_root: Path, clean_env: dict[str, str], args: list[str], message: str) -> None:
+    assert specops(clean_env, diamond_root, "new", "diamond", "d1", "--request", "x"
+                   ).returncode == 0
+    before = tree_digest(diamond_root / "phases")
+    result = specops(clean_env, diamond_root, *args)
+    assert (result.returncode, result.stderr) == (2, message)
+    assert tree_digest(diamond_root / "phases") == before
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_dynamic_partitions("delivery") == ["d1"]
+
+
+def test_new_with_both_or_neither_request_option_is_a_usage_error(
+        diamond_root: Path, clean_env: dict[str, str]) -> None:
+    for args in (["--request", "x", "--request-file", "f"], []):
+        result = specops(clean_env, diamond_root, "new", "diamond", "d2", *args)
+        assert result.returncode == 2
+        assert result.stderr.endswith("Error: give exactly one of --request TEXT or "
+                                      "--request-file FILE\n")
+    assert not (diamond_root / "phases").exists()
+
+
+def test_new_reads_the_request_from_a_utf8_file_and_refuses_other_bytes(
+        diamond_root: Path, clean_env: dict[str, str]) -> None:
+    bad = diamond_root / "bad.txt"
+    bad.write_bytes(b"\xff\xfe\x00bad")
+    result = specops(clean_env, diamond_root, "new", "diamond", "d2", "--request-file", str(bad))
+    assert result.returncode == 2
+    assert f"Error: --request-file {bad}: cannot read it as UTF-8 text" in result.stderr
+    assert not (diamond_root / "phases").exists()
+    good = write_tree(diamond_root, {"req.md": "Add an RSS cache, ü.\n"}) / "req.md"
+    assert specops(clean_env, diamond_root, "new", "diamond", "d2", "--request-file", str(good)
+                   ).returncode == 0
+    state = json.loads((diamond_root / "phases/d2/index.json").read_text())
+    assert state["request"] == "Add an RSS cache, ü.\n"
+
+
+def test_new_refuses_invalid_definitions_and_writes_nothing(
+        diamond_root: Path, clean_env: dict[str, str]) -> None:
+    (diamond_root / "workflow_defs/phases/p-a.yaml").write_text("kind: phase\nid: p-a\n")
+    result = specops(clean_env, diamond_root, "new", "diamond", "d2", "--request", "x")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == ("workflow_defs/phases/p-a.yaml: execution: missing "
+                                             "required key `execution`; add it")
+    assert not (diamond_root / "phases").exists()
+
+
+def test_status_lists_deliveries_and_shows_steps_with_next_actions(
+        diamond_root: Path, clean_env: dict[str, str]) -> None:
+    wf = diamond_root / "workflow_defs/workflows/diamond.yaml"
+    wf.write_text(wf.read_text().replace("{id: b, phase: p-b,",
+                                         "{id: b, phase: p-b, gates: {before: target-write},"))
+    store = make_delivery(diamond_root)
+    complete(store, "d1", "a")
+    listing = specops(clean_env, diamond_root, "status")
+    assert listing.returncode == 0
+    assert listing.stdout.split()[:3] == ["d1", "diamond", "pending"]
+    from specops_dag.step import run_step
+    assert run_step(store, "d1", "b").status == "blocked"
+    detail = specops(clean_env, diamond_root, "status", "d1")
+    assert detail.stdout.splitlines() == [
+        "delivery d1  workflow diamond  status blocked",
+        "request: Add an RSS cache.",
+        "  ✔  0 a                completed  1 handoff(s), attempt 0",
+        "  ■  1 b                blocked    awaiting approval: target-write",
+        "       next: `specops approve d1 target-write --note ...`",
+        "  ·  2 c                pending   ",
+        "  ·  3 d                pending   ",
+        "next: `specops run d1` runs c"]
+    as_json = json.loads(specops(clean_env, diamond_root, "status", "d1", "--json").stdout)
+    assert as_json["runnable"] == ["c"] and as_json["drift"] == []
+    assert [s["status"] for s in as_json["steps"]] == ["completed", "blocked", "pending",
+                                                      "pending"]
+
+
+def test_status_of_an_unknown_delivery_exits_2(tmp_path: Path,
+                                               clean_env: dict[str, str]) -> None:
+    result = specops(clean_env, tmp_path, "status", "ghost")
+    assert (result.returncode, result.stderr) == (
+        2, "error: unknown delivery `ghost`: phases/ghost/index.json not found; list deliveries "
+           "with `specops status` or create one with `specops new`\n")
+
+
+def test_reopen_resume_and_approve_from_the_cli(diamond_root: Path,
+                                                clean_env: dict[str, str]) -> None:
+    store = make_delivery(diamond_root)
+    for node in "abcd":
+        complete(store, "d1", node)
+    reopened = specops(clean_env, diamond_root, "reopen", "d1", "c", "--reason", "flaky")
+    assert reopened.stdout == "reopened c, d of d1; re-run with `specops run d1`\n"
+    resumed = specops(clean_env, diamond_root, "resume", "d1", "c")
+    assert (resumed.returncode, resumed.stderr) == (
+        2, "error: step `c` of `d1` is `pending`; resume takes an `error` or `blocked` step\n")
+    approved = specops(clean_env, diamond_root, "approve", "d1", "scope")
+    assert (approved.returncode, approved.stderr) == (
+        2, "error: delivery `d1` has no `scope` gate (its gates: none)\n")
+
+
+def test_run_goes_through_a_dagster_run_and_reports_the_steps(
+        diamond_root: Path, clean_env: dict[str, str]) -> None:
+    assert specops(clean_env, diamond_root, "new", "diamond", "d1", "--request", "Go."
+                   ).returncode == 0
+    result = specops(clean_env, diamond_root, "run", "d1", "--executor", "in_process")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"running diamond_job for d1 (DAGSTER_HOME="
+                               f"{clean_env['DAGSTER_HOME']}); log: ")
+    assert lines[1] == "delivery d1  workflow diamond  status completed"
+    with dg.DagsterInstance.get() as instance:
+        runs = instance.get_runs()
+        assert [(r.job_name, r.tags["dagster/partition"], r.status.value) for r in runs] == [
+            ("diamond_job", "d1", "SUCCESS")]
+
+
+def test_demo_creates_a_harness_root_and_runs_its_workflow(
+        tmp_path: Path, clean_env: dict[str, str]) -> None:
+    env = {k: v for k, v in clean_env.items() if k != "DAGSTER_HOME"}
+    result = specops(env, tmp_path, "demo", "--dir", str(tmp_path / "demo"))
+    assert result.returncode == 0, result.stderr
+    assert "delivery demo-1  workflow demo-checks  status completed" in result.stdout
+    report = (tmp_path / "demo/phases/demo-1/report/report.md").read_text()
+    assert report.splitlines()[:5] == ["# Demo report for demo-1", "", "- files: 2",
+                                       "- lines: 14", "- TODOs: 1"]
+    assert (tmp_path / "demo/.dagster_home/dagster.yaml").is_file()

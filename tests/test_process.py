@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from specops_dag.errors import ToolMissing
+from specops_dag.process import run_process
+
+# A child that starts a grandchild in its own session (as codex tool commands do), then hangs.
+SPAWNER = """
+import subprocess, sys, time, pathlib
+p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)
+pathlib.Path(sys.argv[1]).write_text(str(p.pid))
+print('spawned', flush=True)
+time.sleep(120)
+"""
+
+
+def test_output_goes_to_files_and_the_exit_code_is_kept(tmp_path: Path) -> None:
+    result = run_process([sys.executable, "-c", "import sys; print('x' * 300000); "
+                          "print('err', file=sys.stderr); sys.exit(3)"],
+                         cwd=tmp_path, deadline_s=30, stdout_path=tmp_path / "out.log",
+                         stderr_path=tmp_path / "err.log")
+    assert (result.exit_code, result.timed_out, result.ok) == (3, False, False)
+    assert len(result.stdout) == 300001 and result.stderr == "err\n"
+    assert (tmp_path / "out.log").stat().st_size == 300001
+
+
+def test_a_deadline_kills_the_whole_tree_including_a_grandchild_in_its_own_session(
+        tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    started = time.monotonic()
+    result = run_process([sys.executable, "-c", SPAWNER, str(pid_file)], cwd=tmp_path,
+                         deadline_s=2)
+    assert result.timed_out and result.exit_code is None
+    assert result.stdout == "spawned\n"
+    assert time.monotonic() - started < 15
+    grandchild = int(pid_file.read_text())
+    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"
+
+
+def test_an_idle_child_is_killed_by_the_idle_watchdog(tmp_path: Path) -> None:
+    result = run_process([sys.executable, "-c", "import time; print('hi', flush=True); "
+                          "time.sleep(60)"], cwd=tmp_path, deadline_s=60, idle_timeout_s=1)
+    assert (result.idle_timed_out, result.timed_out, result.exit_code) == (True, False, None)
+
+
+def test_stdin_is_fed_then_closed(tmp_path: Path) -> None:
+    result = run_process([sys.executable, "-c", "import sys; print(sys.stdin.read().upper())"],
+                         cwd=tmp_path, deadline_s=30, stdin_data=b"prompt")
+    assert result.stdout == "PROMPT\n"
+
+
+def test_a_missing_program_is_an_environment_error(tmp_path: Path) -> None:
+    with pytest.raises(ToolMissing) as info:
+        run_process(["no-such-tool-xyz", "--version"], cwd=tmp_path, deadline_s=5)
+    assert info.value.message == (f"`no-such-tool-xyz` not found (cwd {tmp_path}); install it "
+                                  "or fix the command")
+    assert info.value.exit_code == 3
