@@ -19,6 +19,7 @@ from . import delivery as ops
 from .catalog import definition_roots, load_catalog
 from .definition import Phase, SkillGraph, Workflow
 from .errors import DefinitionError, SpecopsError
+from .prompt import dry_run
 from .state import Delivery, Store
 
 DEMO_TEMPLATE = Path(__file__).resolve().parent / "demo_root"
@@ -203,17 +204,64 @@ def approve(ctx, delivery: str, gate: str, note: str, reject: bool) -> None:
     click.echo(f"{gate} {decision.decision} for {delivery} at {decision.at}")
 
 
+@main.command("dry-run")
+@click.argument("delivery")
+@click.argument("node", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@fail_cleanly
+def dry_run_command(ctx, delivery: str, node: str | None, as_json: bool) -> None:
+    """Show what the next attempt's prompt would inject, path by path; change nothing."""
+    ops.check_delivery_id(delivery)
+    click.echo(render_dry_run(store_of(ctx), delivery, node, as_json))
+
+
+def render_dry_run(store: Store, delivery: str, node: str | None, as_json: bool) -> str:
+    step, prompt = dry_run(store, delivery, node)
+    head = {"delivery": delivery, "node": step.name, "step": step.step, "phase": step.phase}
+    if prompt is None:
+        argv = ops.snapshot_catalog(store, store.read(delivery)).phases[
+            step.phase].execution.executor.argv
+        if as_json:
+            return json.dumps({**head, "executor": "command", "argv": argv}, indent=2)
+        return (f"dry-run of {delivery} / {step.name} (step {step.step}): a command step, no "
+                f"prompt; it would run {argv}")
+    if as_json:
+        return json.dumps({**head, "executor": "codex", "parts": [
+            {"label": p.label, "path": p.path, "chars": p.chars} for p in prompt.parts],
+            "total_chars": prompt.total_chars}, indent=2)
+    lines = [f"dry-run of {delivery} / {step.name} (step {step.step}, phase {step.phase}): "
+             "nothing is changed"]
+    for p in prompt.parts:
+        shown = f"{p.path}  ({p.label})" if p.path else f"({p.label})"
+        lines.append(f"  {p.chars:>8}  {shown}")
+    lines.append(f"total prompt: {prompt.total_chars} chars")
+    return "\n".join(lines)
+
+
 @main.command()
 @click.argument("delivery")
 @click.option("--executor", type=click.Choice(["multiprocess", "in_process"]),
               default="multiprocess", show_default=True, help="Dagster executor for the run.")
 @click.option("--timeout", "timeout_s", type=float, default=6 * 3600, show_default=True,
               help="Deadline in seconds for the whole run.")
+@click.option("--dry-run", "dry", is_flag=True, help="Print the next prompt's parts; change "
+              "nothing.")
+@click.option("--push", is_flag=True, help="Push feat-<delivery> to origin after the last step.")
 @click.pass_context
 @fail_cleanly
-def run(ctx, delivery: str, executor: str, timeout_s: float) -> None:
+def run(ctx, delivery: str, executor: str, timeout_s: float, dry: bool, push: bool) -> None:
     """Run a delivery's pending steps as a Dagster job run on the DAGSTER_HOME instance."""
+    if dry and push:
+        raise click.UsageError("--dry-run and --push cannot be combined: a dry run changes "
+                               "nothing, a push writes to origin")
     ops.check_delivery_id(delivery)
+    if dry:
+        click.echo(render_dry_run(store_of(ctx), delivery, None, False))
+        return
+    if push:
+        raise click.UsageError("--push is not available yet: the git workflow (feat-<delivery> "
+                               "branches) is not in this version")
     sys.exit(run_delivery(ctx.obj, delivery, executor, timeout_s))
 
 
@@ -272,3 +320,26 @@ def demo(directory: Path, executor: str) -> None:
     click.echo(f"open the UI with `cd {root} && DAGSTER_HOME={root / '.dagster_home'} "
                "dagster dev -w workspace.yaml` to see the run")
     sys.exit(code)
+
+
+@main.command("replay-server")
+@click.option("--scenario", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              required=True, help="Scenario YAML: per node, attempts of scripted turns.")
+@click.option("--port", type=int, default=0, show_default=True, help="0 picks a free port.")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Append every request (JSON lines) here.")
+@fail_cleanly
+def replay_server(scenario: Path, port: int, log_path: Path | None) -> None:
+    """Serve the OpenAI Responses API on 127.0.0.1 from a scenario, for the real codex CLI."""
+    from .replay import ReplayServer, load_scenario
+
+    server = ReplayServer(load_scenario(scenario), port=port, log_path=log_path)
+    click.echo(f"replay agent on {server.url} (scenario {scenario}); point specops at it with "
+               f"SPECOPS_REPLAY_URL={server.url}", err=False)
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

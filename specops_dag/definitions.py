@@ -13,6 +13,7 @@ from pathlib import Path
 import dagster as dg
 
 from .catalog import Catalog, definition_roots, load_catalog, sha256_file
+from .codex import AgentSettings
 from .definition import Node, Workflow
 from .delivery import downstream_of, runnable_steps
 from .errors import SpecopsError
@@ -25,16 +26,35 @@ ALL_JOB = "deliveries_job"
 
 
 class SpecopsResource(dg.ConfigurableResource):
-    """Where the harness root is; set from SPECOPS_ROOT at load or from run config."""
+    """The harness root and how to run codex; defaults come from the environment at load
+    (SPECOPS_ROOT, SPECOPS_CODEX_BIN, SPECOPS_REPLAY_URL, ...) and run config can override them."""
 
     root: str
     lock_timeout_s: float = 30.0
+    codex_bin: str | None = None
+    replay_url: str | None = None
+    codex_model: str | None = None
+    codex_config: list[str] = []
+    codex_home: str | None = None
 
     def store(self) -> Store:
         return Store(Path(self.root), lock_timeout_s=self.lock_timeout_s)
 
+    def agent_settings(self) -> AgentSettings:
+        return AgentSettings(codex_bin=self.codex_bin, replay_url=self.replay_url,
+                             model=self.codex_model, config=tuple(self.codex_config),
+                             codex_home=self.codex_home)
+
     def run_step(self, delivery: str, workflow: str, node: str) -> StepOutcome:
-        return run_step(self.store(), delivery, node, workflow=workflow)
+        return run_step(self.store(), delivery, node, workflow=workflow,
+                        settings=self.agent_settings())
+
+
+def resource_from_env(root: Path) -> SpecopsResource:
+    env = AgentSettings.from_env()
+    return SpecopsResource(root=str(root), codex_bin=env.codex_bin, replay_url=env.replay_url,
+                           codex_model=env.model, codex_config=list(env.config),
+                           codex_home=env.codex_home)
 
 
 def data_version(handoff: dict[str, FileRef]) -> str:
@@ -49,8 +69,13 @@ def materialization(outcome: StepOutcome, delivery: str) -> dg.MaterializeResult
         "attempt": outcome.attempt,
         "duration_s": outcome.duration_s,
         "reused": outcome.status == "reused",
+        "prompt_chars": outcome.prompt_chars,
         **{f"handoff/{k}": dg.MetadataValue.path(v.path) for k, v in outcome.handoff.items()},
     }
+    if outcome.usage is not None:
+        metadata["codex_thread_id"] = outcome.usage.thread_id or ""
+        metadata["tokens"] = dg.MetadataValue.json(outcome.usage.model_dump(
+            exclude={"attempt", "thread_id"}))
     return dg.MaterializeResult(metadata=metadata,
                                 data_version=dg.DataVersion(data_version(outcome.handoff)))
 
@@ -131,7 +156,7 @@ def build_definitions(root: Path) -> dg.Definitions:
                                   "selects one delivery's pending nodes per run.")
     return dg.Definitions(
         assets=assets, jobs=[*jobs, all_job], schedules=[nightly_schedule(all_job, catalog)],
-        resources={"specops": SpecopsResource(root=str(root))})
+        resources={"specops": resource_from_env(root)})
 
 
 def harness_root() -> Path:

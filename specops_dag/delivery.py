@@ -79,6 +79,7 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
         snapshot = freeze_snapshot(catalog, workflow_id, staging, platforms)
         state = initial_state(store, catalog, workflow_id, delivery, request, target_path,
                               platforms, snapshot)
+        (staging / "request.md").write_text(request, encoding="utf-8")
         write_json_atomic(staging / "index.json", state.model_dump(by_alias=True))
         with store.lock(".index.lock", "phases/index.json"):
             if store.delivery_dir(delivery).exists():

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,10 +32,12 @@ class ProcessResult:
     duration_s: float
     stdout: str
     stderr: str
+    stopped: str | None = None  # why a `watch` callback ended the process early
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out and not self.idle_timed_out
+        return (self.exit_code == 0 and not self.timed_out and not self.idle_timed_out
+                and self.stopped is None)
 
 
 def run_process(
@@ -47,8 +50,12 @@ def run_process(
     idle_timeout_s: float | None = None,
     stdout_path: Path | None = None,
     stderr_path: Path | None = None,
+    watch: Callable[[], str | None] | None = None,
 ) -> ProcessResult:
-    """Run argv to completion or until a deadline; the tree is killed on expiry."""
+    """Run argv to completion or until a deadline; the tree is killed on expiry.
+
+    `idle_timeout_s` kills it when stdout has not grown for that long; `watch` is called at every
+    poll and kills it when it returns a reason (e.g. a tool stuck in a retry loop)."""
     if not argv or not all(isinstance(a, str) for a in argv):
         raise TypeError("argv must be a non-empty list of strings")
     with tempfile.TemporaryDirectory(prefix="specops-proc-") as scratch:
@@ -70,9 +77,10 @@ def run_process(
                 raise ToolMissing(f"`{argv[0]}` is not executable: {e}") from e
             if stdin_data is not None:
                 _feed(proc, stdin_data)
-            timed_out, idle = _wait(proc, started, deadline_s, idle_timeout_s, out)
+            timed_out, idle, stopped = _wait(proc, started, deadline_s, idle_timeout_s, out, watch)
+        killed = timed_out or idle or stopped is not None
         return ProcessResult(
-            argv=tuple(argv), exit_code=None if (timed_out or idle) else proc.returncode,
+            argv=tuple(argv), exit_code=None if killed else proc.returncode, stopped=stopped,
             timed_out=timed_out, idle_timed_out=idle,
             duration_s=round(time.monotonic() - started, 3),
             stdout=out.read_text(encoding="utf-8", errors="replace"),
@@ -93,27 +101,31 @@ def _feed(proc: subprocess.Popen, data: bytes) -> None:
 
 
 def _wait(proc: subprocess.Popen, started: float, deadline_s: float,
-          idle_timeout_s: float | None, out: Path) -> tuple[bool, bool]:
+          idle_timeout_s: float | None, out: Path, watch: Callable[[], str | None] | None
+          ) -> tuple[bool, bool, str | None]:
     last_size, last_change = -1, time.monotonic()
     while True:
         try:
             proc.wait(timeout=0.1)
-            return False, False
+            return False, False, None
         except subprocess.TimeoutExpired:
             pass
         now = time.monotonic()
+        verdict: tuple[bool, bool, str | None] | None = None
         if now - started >= deadline_s:
-            kill_tree(proc.pid)
-            proc.wait()
-            return True, False
-        if idle_timeout_s is not None:
+            verdict = (True, False, None)
+        elif idle_timeout_s is not None:
             size = out.stat().st_size if out.exists() else 0
             if size != last_size:
                 last_size, last_change = size, now
             elif now - last_change >= idle_timeout_s:
-                kill_tree(proc.pid)
-                proc.wait()
-                return False, True
+                verdict = (False, True, None)
+        if verdict is None and watch is not None and (reason := watch()):
+            verdict = (False, False, reason)
+        if verdict is not None:
+            kill_tree(proc.pid)
+            proc.wait()
+            return verdict
 
 
 def kill_tree(pid: int) -> None:

@@ -1,12 +1,26 @@
-"""Text that goes to an agent or a person about an attempt: for now the bounded failure summary
-(seed 001 §6) that the next attempt receives. Pure functions, no I/O.
+"""Assembles the prompt of one attempt (seed 001 §3–4, seed 000): AGENTS.md → common work rules →
+context_files → delivery handoff (or one earlier step's summary) → previous failure summary →
+the current step as READ / SKILLS / TASK / WRITE. Upstream artifacts are named by path and
+sha256, never pasted. Reading only: dry-run calls this and must change nothing.
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .catalog import BUILTIN_DEFS, Catalog, sha256_file
+from .definition import Phase
+from .errors import UsageError
+from .state import Delivery, Step, Store
+
 FAILURE_LIMIT = 4000
 FAILURE_HEAD = 1500
+SUMMARY_LIMIT = 1000
 ELISION = "\n[... {n} characters elided ...]\n"
+WORK_RULES = BUILTIN_DEFS / "work-rules.md"
+MAX_ATTEMPTS = 3
 
 
 def failure_summary(text: str, limit: int = FAILURE_LIMIT, head: int = FAILURE_HEAD) -> str:
@@ -24,3 +38,178 @@ def failure_summary(text: str, limit: int = FAILURE_LIMIT, head: int = FAILURE_H
     marker = ELISION.format(n=cut)
     tail = limit - head - len(marker)
     return text[:head] + marker + text[len(text) - tail:]
+
+
+@dataclass(frozen=True)
+class PromptPart:
+    label: str
+    path: str | None
+    text: str
+
+    @property
+    def chars(self) -> int:
+        return len(self.text)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    delivery: str
+    node: str
+    step: int
+    parts: tuple[PromptPart, ...]
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(p.text for p in self.parts)
+
+    @property
+    def total_chars(self) -> int:
+        return len(self.text)
+
+
+def assemble_prompt(store: Store, state: Delivery, step: Step, catalog: Catalog,
+                    target: Path) -> Prompt:
+    """Read everything this attempt's prompt is made of, in the fixed order, once."""
+    phase = catalog.phases[step.phase]
+    parts: list[PromptPart] = []
+    agents = store.root / "AGENTS.md"
+    if agents.is_file():
+        parts.append(PromptPart("AGENTS.md", "AGENTS.md", read_text(agents, "AGENTS.md")))
+    parts.append(PromptPart("common work rules", "built-in:workflow_defs/work-rules.md",
+                            WORK_RULES.read_text(encoding="utf-8")))
+    for rel in context_paths(state, step, target):
+        parts.append(PromptPart("context", rel, read_text(target / rel, rel)))
+    handoff = target / "docs" / "phase" / state.phase / "handoff.md"
+    if handoff.is_file():
+        rel = f"docs/phase/{state.phase}/handoff.md"
+        parts.append(PromptPart("delivery handoff", rel, read_text(handoff, rel)))
+    elif (earlier := latest_summary(state, step)) is not None:
+        parts.append(earlier)
+    if step.last_failure:
+        parts.append(PromptPart("previous failure", None,
+                                "# Previous attempt failed\n\n" + failure_summary(step.last_failure)))
+    parts.append(PromptPart("current step", None, current_step(store, state, step, catalog,
+                                                                phase)))
+    return Prompt(state.phase, step.name, step.step, tuple(parts))
+
+
+def read_text(path: Path, shown: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{shown}: not UTF-8 text; save it as UTF-8 or remove it") from err
+
+
+def context_paths(state: Delivery, step: Step, target: Path) -> list[str]:
+    """Validated context paths, relative to the target repo, duplicates (notation, case) once."""
+    where = f"phases/{state.phase}/index.json: steps[{step.step}].context_files"
+    if not isinstance(step.context_files, list) or not all(
+            isinstance(p, str) for p in step.context_files):
+        raise UsageError(f"{where}: must be an array of path strings; fix the file")
+    root = target.resolve()
+    seen: set[str] = set()
+    out: list[str] = []
+    for i, raw in enumerate(step.context_files):
+        here = f"{where}[{i}]: `{raw}`"
+        if not raw.strip():
+            raise UsageError(f"{here} is empty; remove it")
+        if os.path.isabs(raw) or raw.startswith("~"):
+            raise UsageError(f"{here} is absolute; use a path relative to the repository {root}")
+        norm = os.path.normpath(raw.replace("\\", "/"))
+        if norm == ".." or norm.startswith("../"):
+            raise UsageError(f"{here} is outside the repository {root}; use a path inside it")
+        path = root / norm
+        if not path.exists() and not path.is_symlink():
+            raise UsageError(f"{here} not found in {root}; fix the path or remove it")
+        real = path.resolve()
+        if not real.is_relative_to(root):
+            raise UsageError(f"{here} resolves to {real}, outside the repository {root} (a "
+                             "symlink); use a file inside the repository")
+        if not real.is_file():
+            raise UsageError(f"{here} is not a file; name a file")
+        key = real.relative_to(root).as_posix().casefold()
+        if key in seen:
+            continue
+        seen.add(key)
+        read_text(real, f"{here}")
+        out.append(norm)
+    return out
+
+
+def latest_summary(state: Delivery, step: Step) -> PromptPart | None:
+    """The summary of the most recent completed step before this one, ≤ 1,000 chars; never all."""
+    for earlier in reversed(state.steps[: step.step]):
+        if earlier.status == "completed" and earlier.summary:
+            return PromptPart(f"summary of step {earlier.step} ({earlier.name})", None,
+                              f"# Summary of the previous step `{earlier.name}`\n\n"
+                              + earlier.summary[:SUMMARY_LIMIT])
+    return None
+
+
+def read_list(store: Store, state: Delivery, step: Step, catalog: Catalog) -> list[str]:
+    """READ lines: upstream handoffs by input port, in the node's declared order, path + sha256."""
+    wf = catalog.workflows[state.workflow]
+    node = next(n for n in wf.nodes if n.id == step.name)
+    lines: list[str] = []
+    for port, ref in node.inputs.items():
+        if ref.input is not None:
+            rel = f"phases/{state.phase}/request.md"
+            sha = sha256_file(store.root / rel) if (store.root / rel).is_file() else "missing"
+            lines.append(f"{rel} (sha256 {sha}) — input `{port}`: the delivery request")
+            continue
+        upstream = state.get_step(ref.node or "")
+        for art, fref in upstream.handoff.items():
+            lines.append(f"{fref.path} (sha256 {fref.sha256}) — input `{port}`: `{ref.node}` "
+                         f"output `{ref.output}`, artifact `{art}`")
+    return lines
+
+
+def current_step(store: Store, state: Delivery, step: Step, catalog: Catalog,
+                 phase: Phase) -> str:
+    attempt = min(step.attempts + (0 if step.status == "running" else 1), MAX_ATTEMPTS)
+    node_dir = f"phases/{state.phase}/{step.name}"
+    out = [f"# Current step: `{step.name}` (step {step.step} of delivery `{state.phase}`, phase "
+           f"`{step.phase}`, attempt {attempt} of {MAX_ATTEMPTS})", "", "READ (in order):"]
+    out += [f"{i}. {line}" for i, line in enumerate(read_list(store, state, step, catalog), 1)]
+    if len(out) == 3:
+        out.append("(no upstream handoffs)")
+    skills = state.snapshot.skills.get(step.phase, [])
+    if skills:
+        out += ["", "SKILLS (from the delivery snapshot):"]
+        out += [f"- {s.load}: `{s.id}` phases/{state.phase}/{s.path} (sha256 {s.sha256})"
+                for s in skills]
+    out += ["", "TASK:", phase.execution.goal.strip()]
+    step_file = store.delivery_dir(state.phase) / f"step{step.step}.md"
+    if step_file.is_file():
+        out.append(f"Step details: phases/{state.phase}/step{step.step}.md")
+    out += ["", "WRITE:"]
+    out += [f"- {node_dir}/{a.path}" + (" (required)" if a.required else " (optional)")
+            for a in phase.output.artifacts]
+    out += [f"- docs/phase/{state.phase}/{step.name}.md (step record: what you did, commands, "
+            "evidence)",
+            f"- docs/phase/{state.phase}/handoff.md (delivery handoff for the next step: paths "
+            "and decisions)",
+            "", "REPORT: end with a final message of at most 1,000 characters that summarizes "
+            "what you did and names the files you wrote."]
+    return "\n".join(out)
+
+
+def dry_run(store: Store, delivery: str, node: str | None = None) -> tuple[Step, Prompt | None]:
+    """The prompt the next attempt of `node` (default: the first pending or interrupted step)
+    would get, or None for a command step. Reads only: no state, timestamps, git or files."""
+    from .delivery import owner_alive, snapshot_catalog, target_path
+
+    state = store.read(delivery)
+    if node is not None:
+        step = state.get_step(node)
+    else:
+        waiting = [s for s in state.steps if s.status == "pending"
+                   or (s.status == "running" and not owner_alive(s.owner))]
+        if not waiting:
+            raise UsageError(f"delivery `{delivery}` has no pending step (status "
+                             f"{state.status}); name a node to preview its prompt")
+        step = waiting[0]
+    catalog = snapshot_catalog(store, state)
+    if catalog.phases[step.phase].execution.executor.kind == "command":
+        return step, None
+    return step, assemble_prompt(store, state, step, catalog, target_path(store, state))

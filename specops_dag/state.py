@@ -91,6 +91,17 @@ class Revision(Model):
     reason: str
 
 
+class Usage(Model):
+    """Tokens of one attempt (codex reports them cumulative per thread; one thread per attempt)."""
+
+    attempt: int
+    thread_id: str | None = None
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_output_tokens: int = 0
+
+
 class Step(Model):
     step: int
     name: str
@@ -110,7 +121,8 @@ class Step(Model):
     handoff: dict[str, FileRef] = {}
     consumed: dict[str, FileRef] = {}
     revisions: list[Revision] = []
-    usage: list[dict[str, int]] = []
+    usage: list[Usage] = []
+    summary: str | None = None
     gates: list[str] = []
     owner: Owner | None = None
 
@@ -251,8 +263,9 @@ class Store:
             return Delivery.model_validate(migrate(data, where))
         except ValidationError as err:
             first = err.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            raise StateError(f"{where}: {loc}: {first['msg']}; restore it from git") from err
+            loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+            raise StateError(f"{where}: {loc.lstrip('.')}: {first['msg']}; fix the file or "
+                             "restore it from git") from err
 
     def read_index(self) -> Index:
         path = self.phases / "index.json"

@@ -1,39 +1,30 @@
 """Runs one attempt of one step of one delivery: the domain function behind every node asset.
 
-It claims the step under the delivery lock, runs the phase's executor outside the lock, verifies
-the required artifacts independently, registers handoffs as {path, sha256} and records the verdict.
-Executors today: `command` (seed 004). `codex` / `evaluator` are refused as not available.
+It claims the step under the delivery lock (checking everything that can be checked before any
+agent call: gates, inputs, executor, validation mode, context paths), runs the executor outside
+the lock, and records the verdict. Three calls in all per step; environment errors block at once.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shlex
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
-from .catalog import sha256_file
-from .definition import Phase
-from .delivery import (
-    closed_gates,
-    current_owner,
-    owner_alive,
-    snapshot_catalog,
-    target_path,
-)
-from .errors import SpecopsError, UsageError
-from .process import run_process
-from .prompt import failure_summary
-from .state import Delivery, FileRef, Step, Store, move, now_iso, write_json_atomic
+from .catalog import Catalog
+from .codex import AgentSettings
+from .delivery import closed_gates, current_owner, owner_alive, snapshot_catalog, target_path
+from .errors import UsageError
+from .executor import AttemptResult, run_attempt
+from .prompt import MAX_ATTEMPTS, assemble_prompt
+from .state import Delivery, FileRef, Step, Store, Usage, move, now_iso
+from .validation import validation_unavailable
 
-MAX_ATTEMPTS = 3
-AVAILABLE_EXECUTORS = ("command",)
-DEFAULT_COMMAND_TIMEOUT_S = 600
+AVAILABLE_EXECUTORS = ("command", "codex")
 
-Status = Literal["completed", "reused", "blocked", "failed", "error", "skipped"]
+# completed/reused: materialize; blocked/skipped: no materialization; failed: retry;
+# error/environment: stop without retry.
+Status = Literal["completed", "reused", "blocked", "skipped", "failed", "error", "environment"]
 
 
 @dataclass(frozen=True)
@@ -47,67 +38,71 @@ class StepOutcome:
     duration_s: float = 0.0
     handoff: dict[str, FileRef] = field(default_factory=dict)
     retryable: bool = False
-
-
-@dataclass(frozen=True)
-class AttemptResult:
-    ok: bool
-    summary: str
-    handoff: dict[str, FileRef]
+    usage: Usage | None = None
+    prompt_chars: int = 0
 
 
 def run_step(store: Store, delivery: str, node: str, workflow: str | None = None,
+             settings: AgentSettings | None = None,
              max_attempts: int = MAX_ATTEMPTS) -> StepOutcome:
     """Run the next attempt of `node` if it may run; otherwise say why not. Never fakes success."""
     claim = claim_step(store, delivery, node, workflow, max_attempts)
     if isinstance(claim, StepOutcome):
         return claim
-    state, phase = claim
+    state, catalog = claim
     step = state.get_step(node)
     started = time.monotonic()
-    try:
-        result = run_command_attempt(store, state, step, phase)
-    except SpecopsError as err:  # environment errors stop at once: no retry (seed 001 §6)
-        finish_attempt(store, delivery, node, AttemptResult(False, err.message, {}), final=True)
-        return StepOutcome("error", node, err.message, step.attempts,
-                           round(time.monotonic() - started, 3))
-    final = result.ok or step.attempts >= max_attempts
+    result = run_attempt(store, state, step, catalog, settings or AgentSettings())
+    final = result.ok or result.environment or step.attempts >= max_attempts
     finish_attempt(store, delivery, node, result, final=final)
-    duration = round(time.monotonic() - started, 3)
+    took = round(time.monotonic() - started, 3)
+    extra = {"usage": result.usage, "prompt_chars": result.prompt_chars, "duration_s": took,
+             "attempt": step.attempts}
     if result.ok:
-        return StepOutcome("completed", node, "", step.attempts, duration, result.handoff)
+        return StepOutcome("completed", node, result.message, handoff=result.handoff, **extra)
+    if result.environment:
+        return StepOutcome("environment", node, f"blocked: {result.summary}", **extra)
     if final:
         return StepOutcome("error", node, f"attempt {step.attempts}/{max_attempts} failed; budget "
-                           f"spent: {result.summary}", step.attempts, duration)
+                           f"spent: {result.summary}", **extra)
     return StepOutcome("failed", node, f"attempt {step.attempts}/{max_attempts} failed: "
-                       f"{result.summary}", step.attempts, duration, retryable=True)
+                       f"{result.summary}", retryable=True, **extra)
 
 
 def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
-               max_attempts: int) -> tuple[Delivery, Phase] | StepOutcome:
+               max_attempts: int) -> tuple[Delivery, Catalog] | StepOutcome:
     """Under the lock: decide whether the step runs now and, if so, mark it running for us."""
     with store.transaction(delivery) as state:
         if workflow is not None and state.workflow != workflow:
             raise UsageError(f"delivery `{delivery}` runs workflow `{state.workflow}`, not "
-                             f"`{workflow}`; launch `{state.workflow.replace('-', '_')}_job` for it")
+                             f"`{workflow}`; launch `{state.workflow.replace('-', '_')}_job`")
         step = state.get_step(node)
         early = _not_runnable(store, state, step, max_attempts)
         if early is not None:
             return early
-        phase = snapshot_catalog(store, state).phases[step.phase]
-        kind = phase.execution.executor.kind
-        if kind not in AVAILABLE_EXECUTORS:
-            return StepOutcome("error", node, f"executor not available: phase `{step.phase}` uses "
-                               f"`executor: {{kind: {kind}}}`, which this version of specops-dag "
-                               "cannot run yet; nothing was run and the step stays "
+        catalog = snapshot_catalog(store, state)
+        refusal = _refusal(catalog, step)
+        if refusal:
+            return StepOutcome("error", node, f"{refusal}; nothing was run and the step stays "
                                f"`{step.status}`")
+        if catalog.phases[step.phase].execution.executor.kind != "command":
+            # Validate context paths before any codex or git change (raises UsageError).
+            assemble_prompt(store, state, step, catalog, target_path(store, state))
         move(state, step, "running", "run")
         step.attempts += 1
         step.started_at = step.started_at or now_iso()
         step.owner = current_owner()
         step.consumed = upstream_handoffs(state, step)
         state.log("attempt started", node, f"attempt {step.attempts}/{max_attempts}")
-        return state.model_copy(deep=True), phase
+        return state.model_copy(deep=True), catalog
+
+
+def _refusal(catalog: Catalog, step: Step) -> str | None:
+    kind = catalog.phases[step.phase].execution.executor.kind
+    if kind not in AVAILABLE_EXECUTORS:
+        return (f"executor not available: phase `{step.phase}` uses `executor: {{kind: {kind}}}`, "
+                "which this version of specops-dag cannot run yet")
+    return validation_unavailable(step.validation)
 
 
 def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
@@ -126,20 +121,16 @@ def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
     if not_done:
         return StepOutcome("skipped", name, "upstream not completed: " + ", ".join(
             f"`{n}` is `{state.get_step(n).status}`" for n in not_done))
-    gates = closed_gates(state, step)
-    missing = [ref.path for n in step.needs for ref in state.get_step(n).handoff.values()
-               if not (store.root / ref.path).is_file()]
-    reason = (f"awaiting approval: {gates[0]}" if gates else
-              f"missing input: {missing[0]} (registered by an upstream step) is gone; restore it "
-              f"or `specops reopen {d} <upstream>`" if missing else None)
+    reason = _block_reason(store, state, step)
     if step.status == "blocked":
         if reason is None and not (step.blocked_reason or "").startswith("awaiting approval"):
-            reason = step.blocked_reason
-        if reason is None:
-            move(state, step, "pending", "approve")
-            step.blocked_reason = step.blocked_at = None
-            return None
-        return StepOutcome("blocked", name, reason or "")
+            return StepOutcome("blocked", name, f"{step.blocked_reason}; after fixing it, "
+                               f"`specops resume {d} {name}`")
+        if reason is not None:
+            return StepOutcome("blocked", name, reason)
+        move(state, step, "pending", "approve")  # the gate it waited for is approved now
+        step.blocked_reason = step.blocked_at = None
+        return None
     if reason is not None:
         move(state, step, "blocked", "run")
         step.blocked_reason, step.blocked_at = reason, now_iso()
@@ -152,75 +143,44 @@ def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
     return None
 
 
+def _block_reason(store: Store, state: Delivery, step: Step) -> str | None:
+    gates = closed_gates(state, step)
+    if gates:
+        return f"awaiting approval: {gates[0]}"
+    missing = [ref.path for n in step.needs for ref in state.get_step(n).handoff.values()
+               if not (store.root / ref.path).is_file()]
+    if missing:
+        return (f"missing input: {missing[0]} (registered by an upstream step) is gone; restore "
+                f"it or `specops reopen {state.phase} <upstream>`")
+    return None
+
+
 def upstream_handoffs(state: Delivery, step: Step) -> dict[str, FileRef]:
     """Every handoff of every direct upstream step, keyed `<node>/<artifact>`, in needs order."""
     return {f"{n}/{art}": ref for n in step.needs
             for art, ref in state.get_step(n).handoff.items()}
 
 
-def node_dir(store: Store, delivery: str, node: str) -> Path:
-    return store.delivery_dir(delivery) / node
-
-
-def run_command_attempt(store: Store, state: Delivery, step: Step, phase: Phase) -> AttemptResult:
-    """Run the phase's argv in the target with the SPECOPS_* environment; then verify artifacts."""
-    executor = phase.execution.executor
-    folder = node_dir(store, state.phase, step.name)
-    folder.mkdir(parents=True, exist_ok=True)
-    target = target_path(store, state)
-    env = {**os.environ, "SPECOPS_ROOT": str(store.root.resolve()),
-           "SPECOPS_DELIVERY": state.phase, "SPECOPS_NODE": step.name,
-           "SPECOPS_NODE_DIR": str(folder.resolve()), "SPECOPS_TARGET": str(target),
-           "SPECOPS_ATTEMPT": str(step.attempts),
-           "SPECOPS_INPUTS": json.dumps({k: v.model_dump() for k, v in step.consumed.items()})}
-    argv = list(executor.argv or [])
-    result = run_process(argv, cwd=target, env=env,
-                         deadline_s=executor.timeout_s or DEFAULT_COMMAND_TIMEOUT_S)
-    write_json_atomic(folder / f"step{step.step}-output.json", {
-        "attempt": step.attempts, "argv": argv, "exit_code": result.exit_code,
-        "timed_out": result.timed_out, "duration_s": result.duration_s,
-        "stdout": result.stdout, "stderr": result.stderr})
-    if not result.ok:
-        why = (f"timed out after {executor.timeout_s or DEFAULT_COMMAND_TIMEOUT_S} s"
-               if result.timed_out else f"exited {result.exit_code}")
-        log = (result.stdout + result.stderr).strip()
-        text = f"`{shlex.join(argv)}` {why}" + (f"\n{log}" if log else "")
-        return AttemptResult(False, failure_summary(text), {})
-    return verify_artifacts(store, state, step, phase)
-
-
-def verify_artifacts(store: Store, state: Delivery, step: Step, phase: Phase) -> AttemptResult:
-    """Independent check after exit 0: required artifacts exist; register all that exist."""
-    folder = node_dir(store, state.phase, step.name)
-    handoff, missing = {}, []
-    for art in phase.output.artifacts:
-        path = folder / art.path
-        rel = path.relative_to(store.root).as_posix()
-        if path.is_file():
-            handoff[art.id] = FileRef(path=rel, sha256=sha256_file(path))
-        elif art.required:
-            missing.append(f"`{art.id}` ({rel})")
-    if missing:
-        return AttemptResult(False, "exit 0 but required artifacts are missing: "
-                             + ", ".join(missing), {})
-    return AttemptResult(True, "", handoff)
-
-
 def finish_attempt(store: Store, delivery: str, node: str, result: AttemptResult,
                    final: bool) -> None:
     with store.transaction(delivery) as state:
         step = state.get_step(node)
-        me = current_owner()
-        if step.status != "running" or step.owner is None or step.owner.pid != me.pid:
+        if step.status != "running" or step.owner is None or step.owner.pid != current_owner().pid:
             state.log("attempt result dropped", node, "the step was reopened or taken over "
                       "while it ran")
             return
         step.owner = None
+        if result.usage is not None:
+            step.usage.append(result.usage)
         if result.ok:
             move(state, step, "completed", "run")
             step.handoff, step.last_failure = result.handoff, None
+            step.summary = result.message or step.summary
             step.completed_at = now_iso()
             state.log("completed", node, f"attempt {step.attempts}")
+        elif result.environment:
+            move(state, step, "blocked", "run")
+            step.blocked_reason, step.blocked_at = result.summary, now_iso()
         elif final:
             step.last_failure = result.summary
             _record_error(state, step, result.summary)
@@ -233,4 +193,3 @@ def _record_error(state: Delivery, step: Step, message: str) -> None:
     move(state, step, "error", "run")
     step.owner = None
     step.error_message, step.failed_at = message, now_iso()
-

@@ -95,13 +95,14 @@ def test_a_command_past_its_deadline_is_killed_and_counts_as_an_attempt(tmp_path
     assert outcome.duration_s < 10
 
 
-def test_a_codex_phase_is_refused_as_not_available_and_nothing_changes(tmp_path: Path) -> None:
-    store = make_delivery(with_phase_a(tmp_path, "", kind="codex"))
+def test_an_evaluator_phase_is_refused_as_not_available_and_nothing_changes(
+        tmp_path: Path) -> None:
+    store = make_delivery(with_phase_a(tmp_path, "", kind="evaluator"))
     before = store.index_path("d1").read_bytes()
     outcome = run_step(store, "d1", "a")
     assert (outcome.status, outcome.retryable) == ("error", False)
     assert outcome.message == ("executor not available: phase `p-a` uses `executor: {kind: "
-                               "codex}`, which this version of specops-dag cannot run yet; "
+                               "evaluator}`, which this version of specops-dag cannot run yet; "
                                "nothing was run and the step stays `pending`")
     step = store.read("d1").get_step("a")
     assert (step.status, step.attempts) == ("pending", 0)

@@ -1,0 +1,155 @@
+"""The executors of one attempt: `command` (a deterministic argv, seed 004) and `codex` (the real
+Codex CLI, DESIGN §6–7). Each runs outside the state lock, writes `stepN-output.json` of the last
+attempt, then verifies independently: required artifacts, then the validation hook point.
+It never writes the delivery state: `step` records what an attempt returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .catalog import Catalog, sha256_file
+from .codex import AgentSettings, codex_argv, find_codex, redact, run_codex, secret_values
+from .delivery import target_path
+from .errors import ToolMissing
+from .process import run_process
+from .prompt import SUMMARY_LIMIT, assemble_prompt, failure_summary
+from .state import Delivery, FileRef, Step, Store, Usage, write_json_atomic
+from .validation import validate_attempt
+
+DEFAULT_COMMAND_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    ok: bool
+    summary: str
+    handoff: dict[str, FileRef] = field(default_factory=dict)
+    environment: bool = False  # no retry can fix it: the step is blocked
+    usage: Usage | None = None
+    message: str = ""
+    prompt_chars: int = 0
+
+
+def node_dir(store: Store, delivery: str, node: str) -> Path:
+    return store.delivery_dir(delivery) / node
+
+
+def step_env(store: Store, state: Delivery, step: Step) -> dict[str, str]:
+    folder = node_dir(store, state.phase, step.name)
+    return {**os.environ, "SPECOPS_ROOT": str(store.root.resolve()),
+            "SPECOPS_DELIVERY": state.phase, "SPECOPS_NODE": step.name,
+            "SPECOPS_NODE_DIR": str(folder.resolve()),
+            "SPECOPS_TARGET": str(target_path(store, state)),
+            "SPECOPS_ATTEMPT": str(step.attempts),
+            "SPECOPS_INPUTS": json.dumps({k: v.model_dump() for k, v in step.consumed.items()})}
+
+
+def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
+                settings: AgentSettings) -> AttemptResult:
+    kind = catalog.phases[step.phase].execution.executor.kind
+    node_dir(store, state.phase, step.name).mkdir(parents=True, exist_ok=True)
+    try:
+        if kind == "command":
+            return run_command_attempt(store, state, step, catalog)
+        return run_codex_attempt(store, state, step, catalog, settings)
+    except ToolMissing as err:
+        return AttemptResult(False, f"environment error: {err.message}", environment=True)
+
+
+def run_command_attempt(store: Store, state: Delivery, step: Step,
+                        catalog: Catalog) -> AttemptResult:
+    """Run the phase's argv in the target with the SPECOPS_* environment."""
+    executor = catalog.phases[step.phase].execution.executor
+    env = step_env(store, state, step)
+    argv = list(executor.argv or [])
+    timeout = executor.timeout_s or DEFAULT_COMMAND_TIMEOUT_S
+    result = run_process(argv, cwd=target_path(store, state), env=env, deadline_s=timeout)
+    secrets = secret_values(env)
+    write_json_atomic(node_dir(store, state.phase, step.name) / f"step{step.step}-output.json", {
+        "attempt": step.attempts, "argv": argv, "exit_code": result.exit_code,
+        "timed_out": result.timed_out, "duration_s": result.duration_s,
+        "stdout": redact(result.stdout, secrets), "stderr": redact(result.stderr, secrets)})
+    if not result.ok:
+        why = f"timed out after {timeout} s" if result.timed_out else f"exited {result.exit_code}"
+        log = redact((result.stdout + result.stderr).strip(), secrets)
+        text = f"`{shlex.join(argv)}` {why}" + (f"\n{log}" if log else "")
+        return AttemptResult(False, failure_summary(text))
+    return verify(store, state, step, catalog)
+
+
+def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
+                      settings: AgentSettings) -> AttemptResult:
+    """One `codex exec` call (prompt on stdin), then the independent verification."""
+    phase = catalog.phases[step.phase]
+    folder = node_dir(store, state.phase, step.name)
+    target = target_path(store, state)
+    codex_bin = find_codex(settings, store.root)
+    prompt = assemble_prompt(store, state, step, catalog, target)
+    (folder / "prompt.md").write_text(prompt.text, encoding="utf-8")
+    last = folder / "last-message.txt"
+    last.unlink(missing_ok=True)  # codex leaves a stale -o file on a failed turn
+    extra = () if folder.resolve().is_relative_to(target) else (folder.resolve(),)
+    execution = phase.execution
+    sandbox = execution.sandbox or "workspace-write"
+    argv = codex_argv(codex_bin, sandbox=sandbox, workdir=target, last_message=last,
+                      settings=settings, delivery=state.phase, node=step.name,
+                      idle_timeout_s=execution.idle_timeout_s, add_dirs=extra)
+    env = step_env(store, state, step)
+    home = settings.codex_home or (str(store.root / ".specops" / "codex-home")
+                                   if settings.replay_url else None)
+    if home:
+        Path(home).mkdir(parents=True, exist_ok=True)
+        env["CODEX_HOME"] = home
+    with tempfile.TemporaryDirectory(prefix=".attempt-", dir=folder) as scratch:
+        run = run_codex(argv, prompt.text, workdir=target, env=env, timeout_s=execution.timeout_s,
+                        idle_timeout_s=execution.idle_timeout_s,
+                        stdout_path=Path(scratch) / "stdout.jsonl",
+                        stderr_path=Path(scratch) / "stderr.txt")
+    secrets = secret_values(env)
+    usage = Usage(attempt=step.attempts, thread_id=run.thread_id,
+                  **{k: run.usage.get(k, 0) for k in ("input_tokens", "cached_input_tokens",
+                                                      "output_tokens", "reasoning_output_tokens")})
+    write_json_atomic(folder / f"step{step.step}-output.json", {
+        "attempt": step.attempts, "argv": [redact(a, secrets) for a in argv],
+        "exit_code": run.process.exit_code, "timed_out": run.process.timed_out,
+        "idle_timed_out": run.process.idle_timed_out, "stopped": run.process.stopped,
+        "duration_s": run.process.duration_s, "thread_id": run.thread_id,
+        "usage": run.usage, "last_message": redact(run.last_message, secrets),
+        "jsonl": redact(run.process.stdout, secrets), "stderr": redact(run.process.stderr, secrets)})
+    common = {"usage": usage, "message": redact(run.last_message, secrets)[:SUMMARY_LIMIT],
+              "prompt_chars": prompt.total_chars}
+    if run.environment_error:
+        return AttemptResult(False, redact(run.environment_error, secrets), environment=True,
+                             **common)
+    if not run.ok:
+        failure = run.failure(execution.timeout_s, execution.idle_timeout_s)
+        return AttemptResult(False, failure_summary(redact(failure, secrets)), **common)
+    verdict = verify(store, state, step, catalog)
+    return AttemptResult(verdict.ok, verdict.summary, verdict.handoff, **common)
+
+
+def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> AttemptResult:
+    """Exit 0 is not success by itself: required artifacts must exist, then validation must pass."""
+    phase = catalog.phases[step.phase]
+    folder = node_dir(store, state.phase, step.name)
+    handoff, missing = {}, []
+    for art in phase.output.artifacts:
+        path = folder / art.path
+        rel = path.relative_to(store.root).as_posix()
+        if path.is_file():
+            handoff[art.id] = FileRef(path=rel, sha256=sha256_file(path))
+        elif art.required:
+            missing.append(f"`{art.id}` ({rel})")
+    if missing:
+        return AttemptResult(False, "exit 0 but required artifacts are missing: "
+                             + ", ".join(missing))
+    report = validate_attempt(step.validation, target_path(store, state))
+    if not report.passed:
+        return AttemptResult(False, failure_summary(report.describe()))
+    return AttemptResult(True, "", handoff)

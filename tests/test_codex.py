@@ -1,0 +1,191 @@
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from specops_dag.catalog import definition_roots, load_catalog, sha256_file
+from specops_dag.codex import AgentSettings, codex_argv, find_codex
+from specops_dag.delivery import new_delivery
+from specops_dag.errors import ToolMissing
+from specops_dag.state import Store
+from specops_dag.step import run_step
+
+from .agentic import WRITE_NOTES, WRITE_REVIEW, agentic_root, replay, settings_for
+
+
+def new(root: Path, delivery: str = "d1") -> Store:
+    store = Store(root)
+    new_delivery(store, load_catalog(definition_roots(root), display_base=root), "agentic",
+                 delivery, "Write release notes.")
+    return store
+
+
+def requests(tmp_path: Path) -> list[dict]:
+    return [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+
+
+def user_text(request: dict) -> str:
+    return "\n".join(c.get("text", "") for item in request["input"]
+                     if item.get("role") == "user" for c in item.get("content", []))
+
+
+def test_codex_argv_is_the_documented_command_line(tmp_path: Path) -> None:
+    settings = AgentSettings(replay_url="http://127.0.0.1:9", config=("model_reasoning_effort=\"low\"",))
+    argv = codex_argv("/bin/codex", sandbox="workspace-write", workdir=tmp_path,
+                      last_message=tmp_path / "last.txt", settings=settings, delivery="d1",
+                      node="develop", idle_timeout_s=600)
+    assert argv == [
+        "/bin/codex", "exec", "--json", "-s", "workspace-write", "-C", str(tmp_path),
+        "-o", str(tmp_path / "last.txt"), "--skip-git-repo-check",
+        "-c", 'shell_environment_policy.exclude=["*_API_KEY"]',
+        "-c", "check_for_update_on_startup=false", "--ignore-user-config",
+        "-c", "model_provider=specops_replay",
+        "-c", 'model_providers.specops_replay={name="specops replay", base_url='
+              '"http://127.0.0.1:9/d/d1/develop/v1", wire_api="responses", request_max_retries=0, '
+              'stream_max_retries=0, stream_idle_timeout_ms=1200000}',
+        "-m", "gpt-5.5", "-c", 'model_reasoning_effort="low"', "-"]
+
+
+def test_an_agent_that_writes_its_artifact_completes_with_registered_handoffs(
+        tmp_path: Path) -> None:
+    root = agentic_root(tmp_path)
+    store = new(root)
+    nodes = {"write": [[WRITE_NOTES, {"message": "Wrote notes.md."}]],
+             "review": [[WRITE_REVIEW, {"message": "Reviewed."}]]}
+    with replay(tmp_path, nodes) as server:
+        first = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+        second = run_step(store, "d1", "review", settings=settings_for(server, tmp_path))
+    assert (first.status, second.status) == ("completed", "completed")
+    notes = root / "phases/d1/write/notes.md"
+    assert notes.read_text() == "notes for d1\n"
+    state = store.read("d1")
+    write = state.get_step("write")
+    assert write.handoff["notes"].model_dump() == {"path": "phases/d1/write/notes.md",
+                                                   "sha256": sha256_file(notes)}
+    assert write.summary == "Wrote notes.md."
+    [usage] = write.usage
+    assert (usage.attempt, usage.input_tokens, usage.output_tokens) == (1, 2000, 400)
+    assert usage.thread_id and first.usage == usage
+    output = json.loads((root / "phases/d1/write/step0-output.json").read_text())
+    assert output["exit_code"] == 0 and output["thread_id"] == usage.thread_id
+    assert '"type":"turn.completed"' in output["jsonl"]
+    prompt = (root / "phases/d1/review/prompt.md").read_text()
+    assert f"1. phases/d1/write/notes.md (sha256 {sha256_file(notes)})" in prompt
+    assert "notes for d1" not in prompt  # paths, never upstream bodies
+    sent = user_text(requests(tmp_path)[-2])
+    assert "# Current step: `review`" in sent
+
+
+def test_exit_zero_without_the_artifact_is_retried_with_a_summary_naming_it(
+        tmp_path: Path) -> None:
+    store = new(agentic_root(tmp_path))
+    nodes = {"write": [[{"message": "I am done (but wrote nothing)."}],
+                       [WRITE_NOTES, {"message": "Now written."}]]}
+    with replay(tmp_path, nodes) as server:
+        first = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+        second = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert first.status == "failed" and first.retryable
+    assert first.message == ("attempt 1/3 failed: exit 0 but required artifacts are missing: "
+                             "`notes` (phases/d1/write/notes.md)")
+    assert second.status == "completed" and second.attempt == 2
+    retry_prompt = user_text(requests(tmp_path)[1])
+    assert ("# Previous attempt failed\n\nexit 0 but required artifacts are missing: `notes` "
+            "(phases/d1/write/notes.md)") in retry_prompt
+    assert "(step 0 of delivery `d1`, phase `c-write`, attempt 2 of 3)" in retry_prompt
+    assert [u.attempt for u in store.read("d1").get_step("write").usage] == [1, 2]
+
+
+def test_three_failures_leave_the_step_in_error(tmp_path: Path) -> None:
+    store = new(agentic_root(tmp_path))
+    nodes = {"write": [[{"fail": "response-failed"}]] * 3}
+    with replay(tmp_path, nodes) as server:
+        outcomes = [run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+                    for _ in range(3)]
+    assert [o.status for o in outcomes] == ["failed", "failed", "error"]
+    step = store.read("d1").get_step("write")
+    assert (step.status, step.attempts) == ("error", 3)
+    assert step.error_message == ("codex turn failed (exit 1): stream disconnected before "
+                                  "completion: replay: scripted response.failed")
+
+
+def test_an_http_500_storm_is_a_failed_attempt_and_the_retry_succeeds(tmp_path: Path) -> None:
+    store = new(agentic_root(tmp_path))
+    nodes = {"write": [[{"fail": "http-500"}], [WRITE_NOTES, {"message": "ok"}]]}
+    with replay(tmp_path, nodes) as server:
+        first = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+        second = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert first.status == "failed" and first.message.startswith(
+        "attempt 1/3 failed: codex turn failed (exit 1): ")
+    assert second.status == "completed"
+
+
+def test_a_hanging_model_is_killed_by_the_idle_watchdog_and_no_process_survives(
+        tmp_path: Path) -> None:
+    root = agentic_root(tmp_path)
+    phase = root / "workflow_defs/phases/c-write.yaml"
+    phase.write_text(phase.read_text().replace("idle_timeout_s: 30", "idle_timeout_s: 3"))
+    store = new(root)
+    marker = "sleep 4711"
+    # The tool process starts in its own session; the model then hangs mid-turn.
+    nodes = {"write": [[{"shell": f"{marker} & echo started"}, {"hang": True}]]}
+    with replay(tmp_path, nodes) as server:
+        started = time.monotonic()
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+        took = time.monotonic() - started
+    assert outcome.status == "failed"
+    assert outcome.message == ("attempt 1/3 failed: codex sent no JSONL event for 3 s and was "
+                               "killed by the idle watchdog")
+    assert took < 30
+    survivors = [p for p in psutil.process_iter(["cmdline"])
+                 if marker in " ".join(p.info["cmdline"] or [])]
+    assert survivors == []
+
+
+def test_a_missing_codex_binary_blocks_the_step_without_retry(tmp_path: Path) -> None:
+    store = new(agentic_root(tmp_path))
+    settings = AgentSettings(codex_bin=str(tmp_path / "no-codex"), replay_url="http://127.0.0.1:9")
+    outcome = run_step(store, "d1", "write", settings=settings)
+    assert (outcome.status, outcome.retryable) == ("environment", False)
+    step = store.read("d1").get_step("write")
+    assert step.status == "blocked"
+    assert step.blocked_reason == (f"environment error: SPECOPS_CODEX_BIN={tmp_path / 'no-codex'} "
+                                   "is not an executable file; fix it or unset it")
+
+
+def test_codex_is_found_in_node_modules_when_no_override_is_set(tmp_path: Path) -> None:
+    found = find_codex(AgentSettings(), tmp_path)
+    assert found.endswith("node_modules/.bin/codex")
+    with pytest.raises(ToolMissing):
+        find_codex(AgentSettings(codex_bin="/nonexistent/codex"), tmp_path)
+
+
+def test_an_unreachable_provider_is_an_environment_error_not_an_endless_loop(
+        tmp_path: Path) -> None:
+    store = new(agentic_root(tmp_path))
+    settings = AgentSettings(replay_url="http://127.0.0.1:9", codex_home=str(tmp_path / "h"))
+    started = time.monotonic()
+    outcome = run_step(store, "d1", "write", settings=settings)
+    assert outcome.status == "environment"
+    assert "codex cannot reach its model provider" in outcome.message
+    assert time.monotonic() - started < 60
+    assert store.read("d1").get_step("write").status == "blocked"
+
+
+def test_api_keys_stay_out_of_agent_commands_and_saved_output(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEMO_API_KEY", "sk-very-secret-123")
+    store = new(agentic_root(tmp_path))
+    leak = {"shell": 'echo "key=${DEMO_API_KEY:-none}" > "$SPECOPS_NODE_DIR/notes.md"'}
+    with replay(tmp_path, {"write": [[leak, {"message": "sk-very-secret-123 ?"}]]}) as server:
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    root = store.root
+    assert outcome.status == "completed"
+    assert (root / "phases/d1/write/notes.md").read_text() == "key=none\n"
+    for name in ("step0-output.json", "prompt.md", "../index.json"):
+        assert "sk-very-secret-123" not in (root / "phases/d1/write" / name).read_text()
+    assert os.environ["DEMO_API_KEY"] == "sk-very-secret-123"
