@@ -108,6 +108,7 @@ def context_paths(state: Delivery, step: Step, target: Path) -> list[str]:
         raise UsageError(f"{where}: must be an array of path strings; fix the file")
     root = target.resolve()
     seen: set[str] = set()
+    files: set[str] = set()
     out: list[str] = []
     for i, raw in enumerate(step.context_files):
         here = f"{where}[{i}]: `{raw}`"
@@ -118,6 +119,9 @@ def context_paths(state: Delivery, step: Step, target: Path) -> list[str]:
         norm = os.path.normpath(raw.replace("\\", "/"))
         if norm == ".." or norm.startswith("../"):
             raise UsageError(f"{here} is outside the repository {root}; use a path inside it")
+        if norm.casefold() in seen:  # the same path written another way: included once
+            continue
+        seen.add(norm.casefold())
         path = root / norm
         if not path.exists() and not path.is_symlink():
             raise UsageError(f"{here} not found in {root}; fix the path or remove it")
@@ -128,10 +132,10 @@ def context_paths(state: Delivery, step: Step, target: Path) -> list[str]:
         if not real.is_file():
             raise UsageError(f"{here} is not a file; name a file")
         key = real.relative_to(root).as_posix().casefold()
-        if key in seen:
+        if key in files:  # another spelling (or a symlink) of a file already included
             continue
-        seen.add(key)
-        read_text(real, f"{here}")
+        files.add(key)
+        read_text(real, here)
         out.append(norm)
     return out
 

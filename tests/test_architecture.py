@@ -9,7 +9,9 @@ from .conftest import REPO, VENV_BIN
 
 DOMAIN = ["specops_dag.definition", "specops_dag.catalog", "specops_dag.state",
           "specops_dag.delivery", "specops_dag.step", "specops_dag.process",
-          "specops_dag.prompt", "specops_dag.errors", "specops_dag.launch", "specops_dag.cli"]
+          "specops_dag.prompt", "specops_dag.errors", "specops_dag.launch", "specops_dag.cli",
+          "specops_dag.codex", "specops_dag.replay", "specops_dag.executor",
+          "specops_dag.validation"]
 
 
 @pytest.mark.parametrize("module", DOMAIN)
@@ -20,12 +22,19 @@ def test_importing_a_domain_module_does_not_import_dagster(module: str) -> None:
     assert out.stdout.strip() == "False"
 
 
-def test_specops_status_runs_without_importing_dagster(tmp_path) -> None:
+@pytest.mark.parametrize("args", [["status"], ["status", "d1"], ["dry-run", "d1"],
+                                  ["dry-run", "d1", "write", "--json"]])
+def test_status_and_dry_run_run_without_importing_dagster(tmp_path, args) -> None:
+    from .agentic import agentic_root
+    from .test_codex import new
+
+    root = agentic_root(tmp_path)
+    new(root)
     code = ("import sys; from specops_dag.cli import main\n"
-            "try:\n    main(['--root', sys.argv[1], 'status'])\n"
-            "except SystemExit:\n    pass\n"
+            "try:\n    main(['--root', sys.argv[1], *sys.argv[2:]])\n"
+            "except SystemExit as e:\n    assert e.code in (0, None), e.code\n"
             "print('dagster' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", code, str(root), *args], capture_output=True,
                          text=True, timeout=60, check=True)
     assert out.stdout.splitlines()[-1] == "False"
 

@@ -189,3 +189,38 @@ def test_api_keys_stay_out_of_agent_commands_and_saved_output(
     for name in ("step0-output.json", "prompt.md", "../index.json"):
         assert "sk-very-secret-123" not in (root / "phases/d1/write" / name).read_text()
     assert os.environ["DEMO_API_KEY"] == "sk-very-secret-123"
+
+
+def test_a_codex_delivery_runs_through_dagster_with_retries_and_token_metadata(
+        tmp_path: Path, clean_env: dict[str, str]) -> None:
+    import dagster as dg
+
+    from .test_definitions import job_execute, specops
+
+    root = agentic_root(tmp_path)
+    assert specops(clean_env, root, "new", "agentic", "d1", "--request", "Notes.").returncode == 0
+    nodes = {"write": [[{"message": "forgot the file"}], [WRITE_NOTES, {"message": "written"}]],
+             "review": [[WRITE_REVIEW, {"message": "reviewed"}]]}
+    with replay(tmp_path, nodes) as server:
+        env = {**clean_env, "SPECOPS_REPLAY_URL": server.url,
+               "SPECOPS_CODEX_HOME": str(tmp_path / "codex-home")}
+        run = job_execute(env, root, "agentic_job", "d1")
+    assert run.returncode == 0, run.stderr[-3000:]
+    state = Store(root).read("d1")
+    assert [(s.name, s.status, s.attempts) for s in state.steps] == [
+        ("write", "completed", 2), ("review", "completed", 1)]
+    with dg.DagsterInstance.get() as instance:
+        run_id = instance.get_runs(limit=1)[0].run_id
+        retries = [e for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_UP_FOR_RETRY)
+                   if e.step_key == "agentic__write"]
+        assert len(retries) == 1
+        record = instance.fetch_materializations(dg.AssetRecordsFilter(
+            asset_key=dg.AssetKey(["agentic", "write"]), asset_partitions=["d1"]),
+            limit=1).records[0]
+        meta = record.asset_materialization.metadata
+        usage = state.get_step("write").usage[-1]
+        assert meta["attempt"].value == 2
+        assert meta["codex_thread_id"].value == usage.thread_id
+        assert meta["tokens"].value == {"input_tokens": 2000, "cached_input_tokens": 0,
+                                        "output_tokens": 400, "reasoning_output_tokens": 0}
+        assert meta["prompt_chars"].value > 0

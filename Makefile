@@ -1,0 +1,7 @@
+# Benchmarks print ratios measured side by side in one run; they are not tests.
+.PHONY: bench test
+bench:
+	.venv/bin/python benchmarks/chain_overhead.py
+
+test:
+	.venv/bin/python -m pytest

@@ -1,0 +1,106 @@
+"""Orchestration overhead of a 20-node codex chain (issue #3).
+
+Runs, side by side in one process tree:
+  A. `dagster job execute` (in-process executor) of a delivery whose 20 chained nodes each run the
+     real `codex exec` against the replay agent (which answers at once);
+  B. a plain sequential loop calling `codex exec` 20 times with the same prompts and argv.
+Prints both wall times and the ratio A / B (target ≤ 1.5). Not a test: nothing asserts a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from specops_dag.codex import AgentSettings, codex_argv, find_codex  # noqa: E402
+from specops_dag.process import run_process  # noqa: E402
+from specops_dag.replay import ReplayServer, Scenario  # noqa: E402
+
+N = 20
+
+
+def phase(i: int) -> str:
+    port = f"input: {{ports: {{previous: {{contract: c{i - 1}}}}}}}" if i else (
+        "input: {ports: {request: {contract: req}}}")
+    return (f"kind: phase\nid: n{i}\n{port}\nexecution:\n  goal: Step {i}.\n"
+            "  executor: {kind: codex}\n  skills:\n"
+            "    - {id: chain, path: skills/chain/SKILL.md, load: entry, required: true}\n"
+            f"output:\n  ports: {{out: {{contract: c{i}}}}}\n  artifacts:\n"
+            "    - {id: out, path: out.md, required: true}\nvalidation: none\n")
+
+
+def harness(root: Path) -> None:
+    defs = root / "workflow_defs"
+    (defs / "phases").mkdir(parents=True)
+    (defs / "workflows").mkdir()
+    (defs / "skills/chain").mkdir(parents=True)
+    (defs / "skills/chain/SKILL.md").write_text("Write out.md.\n")
+    nodes = []
+    for i in range(N):
+        (defs / f"phases/n{i}.yaml").write_text(phase(i))
+        inputs = "{request: {input: request}}" if i == 0 else (
+            f"{{previous: {{node: n{i - 1}, output: out}}}}")
+        needs = f"[n{i - 1}]" if i else "[]"
+        nodes.append(f"  - {{id: n{i}, phase: n{i}, needs: {needs}, inputs: {inputs}}}")
+    (defs / "workflows/chain.yaml").write_text(
+        "kind: workflow\nid: chain\ninputs: {request: {contract: req}}\nnodes:\n"
+        + "\n".join(nodes) + "\n")
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="specops-bench-"))
+    try:
+        root = work / "harness"
+        harness(root)
+        turn = [{"shell": 'echo done > "$SPECOPS_NODE_DIR/out.md"'}, {"message": "done"}]
+        scenario = Scenario.model_validate({"nodes": {f"n{i}": [turn] * 2 for i in range(N)}})
+        server = ReplayServer(scenario).start()
+        home = work / "dagster_home"
+        home.mkdir()
+        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        env = {**os.environ, "DAGSTER_HOME": str(home), "SPECOPS_ROOT": str(root),
+               "SPECOPS_REPLAY_URL": server.url, "SPECOPS_CODEX_HOME": str(work / "codex-home")}
+        bin_dir = Path(sys.executable).parent
+        subprocess.run([str(bin_dir / "specops"), "new", "chain", "b1", "--request", "bench"],
+                       env=env, check=True, capture_output=True, stdin=subprocess.DEVNULL)
+        config = work / "in_process.yaml"
+        config.write_text("execution:\n  config:\n    in_process: {}\n")
+        started = time.monotonic()
+        subprocess.run([str(bin_dir / "dagster"), "job", "execute", "-m", "specops_dag.definitions",
+                        "-j", "chain_job", "-c", str(config), "--tags",
+                        json.dumps({"dagster/partition": "b1"})], env=env, check=True,
+                       capture_output=True, stdin=subprocess.DEVNULL, cwd=root)
+        dagster_s = time.monotonic() - started
+        settings = AgentSettings(replay_url=server.url, codex_home=str(work / "codex-home"))
+        codex = find_codex(settings, REPO)
+        plain_env = {**env}
+        started = time.monotonic()
+        for i in range(N):
+            node_dir = root / "phases/b1" / f"n{i}"
+            prompt = (node_dir / "prompt.md").read_text()
+            plain_env.update(SPECOPS_NODE_DIR=str(node_dir), SPECOPS_NODE=f"n{i}")
+            argv = codex_argv(codex, sandbox="workspace-write", workdir=root,
+                              last_message=work / "last.txt", settings=settings,
+                              delivery="b1", node=f"n{i}", idle_timeout_s=600)
+            result = run_process(argv, cwd=root, env=plain_env, stdin_data=prompt.encode(),
+                                 deadline_s=600)
+            assert result.exit_code == 0, result.stderr
+        plain_s = time.monotonic() - started
+        server.stop()
+        print(f"20-node codex chain: dagster job execute (in_process) {dagster_s:.2f} s, "
+              f"plain codex loop {plain_s:.2f} s, ratio {dagster_s / plain_s:.2f} (target <= 1.5)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
