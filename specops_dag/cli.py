@@ -22,7 +22,7 @@ from .errors import DefinitionError, SpecopsError
 from .prompt import dry_run
 from .state import Delivery, Store
 
-DEMO_TEMPLATE = Path(__file__).resolve().parent / "demo_root"
+PACKAGE_WORKSPACE = Path(__file__).resolve().parent.parent / "workspace.yaml"
 STATUS_MARK = {"completed": "✔", "running": "…", "pending": "·", "error": "✘", "blocked": "■"}
 
 
@@ -86,9 +86,12 @@ def schema(kind: str | None) -> None:
               "(default: the harness root).")
 @click.option("--platform", "platforms", multiple=True, help="Enables skills with "
               "`when: {platforms: [...]}` (repeatable).")
+@click.option("--validation", type=click.Choice(["full", "docs-only", "none"]),
+              help="Override every step's validation mode (default: each phase's own).")
 @click.pass_context
 @fail_cleanly
-def new(ctx, workflow, delivery, request_text, request_file, target, platforms) -> None:
+def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
+        validation) -> None:
     """Create a delivery of WORKFLOW with id DELIVERY and register its Dagster partition."""
     request = read_request(request_text, request_file)
     catalog = load_catalog(definition_roots(ctx.obj), display_base=ctx.obj)
@@ -99,7 +102,7 @@ def new(ctx, workflow, delivery, request_text, request_file, target, platforms) 
         register_delivery(resolve_dagster_home(ctx.obj), delivery)
 
     state = ops.new_delivery(store_of(ctx), catalog, workflow, delivery, request, target,
-                             tuple(platforms), before_write=register)
+                             tuple(platforms), before_write=register, validation=validation)
     click.echo(f"created delivery {delivery} ({workflow}, {len(state.steps)} steps) in "
                f"phases/{delivery}/; run it with `specops run {delivery}`")
 
@@ -294,32 +297,69 @@ def run_delivery(root: Path, delivery: str, executor: str, timeout_s: float) -> 
 
 @main.command()
 @click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
-              default=Path(".specops-demo"), show_default=True, help="Demo harness root.")
+              default=Path(".specops-demo"), show_default=True,
+              help="Where the demo harness roots go (a fresh demo-N each time).")
 @click.option("--executor", type=click.Choice(["multiprocess", "in_process"]),
               default="multiprocess", show_default=True)
 @fail_cleanly
 def demo(directory: Path, executor: str) -> None:
-    """Create a demo harness root, a delivery of its `demo-checks` workflow, and run it."""
-    root = directory.resolve()
-    if not (root / "workflow_defs").is_dir():
-        shutil.copytree(DEMO_TEMPLATE, root, dirs_exist_ok=True)
-    store = Store(root)
-    taken = {e.id for e in store.read_index().deliveries}
-    delivery = next(f"demo-{i}" for i in range(1, 10_000) if f"demo-{i}" not in taken)
-    catalog = load_catalog(definition_roots(root), display_base=root)
+    """Run a quick-delivery on a .NET fixture with the real codex CLI and the replay agent."""
+    import os
 
-    def register() -> None:
-        from .launch import register_delivery, resolve_dagster_home
+    from .demo import create_demo_delivery, prepare_demo, start_replay
+    from .launch import register_delivery, resolve_dagster_home
 
-        register_delivery(resolve_dagster_home(root), delivery)
-
-    ops.new_delivery(store, catalog, "demo-checks", delivery,
-                     "Inventory the demo repository and report on it.", before_write=register)
-    click.echo(f"demo harness root: {root}; delivery {delivery}")
-    code = run_delivery(root, delivery, executor, 3600)
-    click.echo(f"open the UI with `cd {root} && DAGSTER_HOME={root / '.dagster_home'} "
-               "dagster dev -w workspace.yaml` to see the run")
+    has_dotnet = shutil.which("dotnet") is not None
+    plan = prepare_demo(directory.resolve(), has_dotnet)
+    home = resolve_dagster_home(plan.root)
+    create_demo_delivery(plan, lambda: register_delivery(home, plan.delivery))
+    click.echo(f"demo harness root: {plan.root} (a git repo with the `all-pass` .NET 8 fixture)")
+    click.echo(f"delivery {plan.delivery} of quick-delivery; gate target-write approved by the "
+               "demo; validation: " + plan.validation)
+    if not has_dotnet:
+        click.echo("note: `dotnet` is not on PATH, so this demo validates its documentation-only "
+                   "change with docs-only; full validation (build with -warnaserror, dotnet test "
+                   "with TRX) needs the .NET 8 SDK on PATH")
+    server = start_replay(plan)
+    os.environ.update(SPECOPS_REPLAY_URL=server.url, DAGSTER_HOME=str(home))
+    try:
+        code = run_delivery(plan.root, plan.delivery, executor, 1800)
+    finally:
+        server.stop()
+    state = Store(plan.root).read(plan.delivery)
+    click.echo(f"state: {plan.root / 'phases' / plan.delivery / 'index.json'}")
+    for step in state.steps:
+        for art, ref in step.handoff.items():
+            click.echo(f"handoff {step.name}/{art}: {ref.path} (sha256 {ref.sha256[:12]}…)")
+    click.echo(f"Dagster: DAGSTER_HOME={home}; the run log is in "
+               f"{plan.root / 'phases' / plan.delivery / 'runs'}")
+    click.echo(f"UI: cd {plan.root} && DAGSTER_HOME={home} dagster dev -w "
+               f"{PACKAGE_WORKSPACE} -h 127.0.0.1 -p 3000")
     sys.exit(code)
+
+
+@main.command()
+@click.argument("path", required=False, default=".",
+                type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--mode", type=click.Choice(["full", "docs-only"]), default="full",
+              show_default=True)
+@click.option("--base", default="HEAD", show_default=True, help="docs-only: the commit the "
+              "change is measured against.")
+@click.option("--delivery", default="", help="docs-only: the delivery whose phases/ files count "
+              "as its own documents and bookkeeping.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
+@fail_cleanly
+def validate(path: Path, mode: str, base: str, delivery: str, as_json: bool) -> None:
+    """Validate a .NET 8 repository as a step would (exit 0 pass, 1 fail, 3 environment)."""
+    import tempfile
+
+    from .validation import validate_attempt
+
+    with tempfile.TemporaryDirectory(prefix="specops-validate-") as logs:
+        report = validate_attempt(mode, path.resolve(), delivery=delivery, base_commit=base,
+                                  log_dir=Path(logs))
+        click.echo(json.dumps(report.as_metadata(), indent=2) if as_json else report.describe())
+    sys.exit(0 if report.passed else 1)
 
 
 @main.command("replay-server")

@@ -62,6 +62,15 @@ def data_version(handoff: dict[str, FileRef]) -> str:
     return hashlib.sha256(hashes.encode()).hexdigest()[:16]
 
 
+def validation_check(outcome: StepOutcome) -> dg.AssetCheckResult:
+    """The blocking `validation` check: the report of the attempt that completed the step."""
+    data = outcome.validation or {}
+    metadata = {k: dg.MetadataValue.json(v) if isinstance(v, list | dict) else v
+                for k, v in data.items() if v is not None}
+    return dg.AssetCheckResult(check_name="validation", passed=bool(data.get("passed", True)),
+                               metadata=metadata or {"note": "no report recorded"})
+
+
 def materialization(outcome: StepOutcome, delivery: str) -> dg.MaterializeResult:
     metadata: dict[str, object] = {
         "delivery": delivery,
@@ -76,7 +85,7 @@ def materialization(outcome: StepOutcome, delivery: str) -> dg.MaterializeResult
         metadata["codex_thread_id"] = outcome.usage.thread_id or ""
         metadata["tokens"] = dg.MetadataValue.json(outcome.usage.model_dump(
             exclude={"attempt", "thread_id"}))
-    return dg.MaterializeResult(metadata=metadata,
+    return dg.MaterializeResult(metadata=metadata, check_results=[validation_check(outcome)],
                                 data_version=dg.DataVersion(data_version(outcome.handoff)))
 
 
@@ -100,6 +109,10 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinitio
         kinds={phase.execution.executor.kind},
         description=phase.execution.goal,
         tags={"phase": node.phase},
+        check_specs=[dg.AssetCheckSpec("validation", asset=dg.AssetKey([wf.id, node.id]),
+                                       blocking=True,
+                                       description=f"validation `{phase.validation}` after "
+                                       "each attempt (seed 001 §8)")],
     )
     def _node(context: dg.AssetExecutionContext, specops: SpecopsResource):
         delivery = context.partition_key
@@ -111,6 +124,11 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinitio
             yield materialization(outcome, delivery)
         elif outcome.status in ("blocked", "skipped"):
             context.log.warning(f"{node.id} of {delivery} {outcome.status}: {outcome.message}")
+            # Every declared check must be yielded; no materialization → downstream skipped.
+            yield dg.AssetCheckResult(check_name="validation", passed=False,
+                                      severity=dg.AssetCheckSeverity.WARN,
+                                      metadata={"reason": outcome.message,
+                                                "status": outcome.status})
         else:
             raise dg.Failure(description=f"{node.id} of {delivery}: {outcome.message}",
                              metadata={"attempt": outcome.attempt},

@@ -54,7 +54,8 @@ def check_delivery_id(delivery: str) -> None:
 
 def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str, request: str,
                  target: Path | None = None, platforms: tuple[str, ...] = (),
-                 before_write: Callable[[], None] | None = None) -> Delivery:
+                 before_write: Callable[[], None] | None = None,
+                 validation: str | None = None) -> Delivery:
     """Create `phases/<delivery>/` with its snapshot and pending steps, all or nothing.
 
     `before_write` runs once every input is validated and before any file is written (the CLI
@@ -79,6 +80,8 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
         snapshot = freeze_snapshot(catalog, workflow_id, staging, platforms)
         state = initial_state(store, catalog, workflow_id, delivery, request, target_path,
                               platforms, snapshot)
+        for step in state.steps if validation else []:
+            step.validation = validation
         (staging / "request.md").write_text(request, encoding="utf-8")
         write_json_atomic(staging / "index.json", state.model_dump(by_alias=True))
         with store.lock(".index.lock", "phases/index.json"):

@@ -10,7 +10,7 @@ import json
 import os
 import shlex
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .catalog import Catalog, sha256_file
@@ -20,7 +20,7 @@ from .errors import ToolMissing
 from .process import run_process
 from .prompt import SUMMARY_LIMIT, assemble_prompt, failure_summary
 from .state import Delivery, FileRef, Step, Store, Usage, write_json_atomic
-from .validation import validate_attempt
+from .validation import ValidationReport, validate_attempt
 
 DEFAULT_COMMAND_TIMEOUT_S = 600
 
@@ -34,6 +34,7 @@ class AttemptResult:
     usage: Usage | None = None
     message: str = ""
     prompt_chars: int = 0
+    validation: ValidationReport | None = None
 
 
 def node_dir(store: Store, delivery: str, node: str) -> Path:
@@ -131,7 +132,7 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
         failure = run.failure(execution.timeout_s, execution.idle_timeout_s)
         return AttemptResult(False, failure_summary(redact(failure, secrets)), **common)
     verdict = verify(store, state, step, catalog)
-    return AttemptResult(verdict.ok, verdict.summary, verdict.handoff, **common)
+    return replace(verdict, **common)
 
 
 def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> AttemptResult:
@@ -149,7 +150,12 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
     if missing:
         return AttemptResult(False, "exit 0 but required artifacts are missing: "
                              + ", ".join(missing))
-    report = validate_attempt(step.validation, target_path(store, state))
+    try:
+        report = validate_attempt(step.validation, target_path(store, state),
+                                  delivery=state.phase, base_commit=step.base_commit,
+                                  log_dir=folder / "validation")
+    except ToolMissing as err:  # no retry can install the SDK
+        return AttemptResult(False, f"environment error: {err.message}", environment=True)
     if not report.passed:
-        return AttemptResult(False, failure_summary(report.describe()))
-    return AttemptResult(True, "", handoff)
+        return AttemptResult(False, failure_summary(report.describe()), validation=report)
+    return AttemptResult(True, "", handoff, validation=report)

@@ -123,6 +123,8 @@ class Step(Model):
     revisions: list[Revision] = []
     usage: list[Usage] = []
     summary: str | None = None
+    base_commit: str | None = None
+    validation_report: dict | None = None
     gates: list[str] = []
     owner: Owner | None = None
 

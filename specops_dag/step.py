@@ -8,8 +8,11 @@ the lock, and records the verdict. Three calls in all per step; environment erro
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Literal
+
+import git
 
 from .catalog import Catalog
 from .codex import AgentSettings
@@ -18,7 +21,6 @@ from .errors import UsageError
 from .executor import AttemptResult, run_attempt
 from .prompt import MAX_ATTEMPTS, assemble_prompt
 from .state import Delivery, FileRef, Step, Store, Usage, move, now_iso
-from .validation import validation_unavailable
 
 AVAILABLE_EXECUTORS = ("command", "codex")
 
@@ -40,6 +42,7 @@ class StepOutcome:
     retryable: bool = False
     usage: Usage | None = None
     prompt_chars: int = 0
+    validation: dict | None = None  # the ValidationReport as metadata
 
 
 def run_step(store: Store, delivery: str, node: str, workflow: str | None = None,
@@ -57,7 +60,8 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
     finish_attempt(store, delivery, node, result, final=final)
     took = round(time.monotonic() - started, 3)
     extra = {"usage": result.usage, "prompt_chars": result.prompt_chars, "duration_s": took,
-             "attempt": step.attempts}
+             "attempt": step.attempts,
+             "validation": result.validation.as_metadata() if result.validation else None}
     if result.ok:
         return StepOutcome("completed", node, result.message, handoff=result.handoff, **extra)
     if result.environment:
@@ -91,6 +95,8 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
         move(state, step, "running", "run")
         step.attempts += 1
         step.started_at = step.started_at or now_iso()
+        if step.attempts == 1:
+            step.base_commit = head_commit(target_path(store, state))
         step.owner = current_owner()
         step.consumed = upstream_handoffs(state, step)
         state.log("attempt started", node, f"attempt {step.attempts}/{max_attempts}")
@@ -102,7 +108,15 @@ def _refusal(catalog: Catalog, step: Step) -> str | None:
     if kind not in AVAILABLE_EXECUTORS:
         return (f"executor not available: phase `{step.phase}` uses `executor: {{kind: {kind}}}`, "
                 "which this version of specops-dag cannot run yet")
-    return validation_unavailable(step.validation)
+    return None
+
+
+def head_commit(target: Path) -> str | None:
+    """The target repo's HEAD, the base a docs-only check diffs against; None outside git."""
+    try:
+        return git.Repo(target).head.commit.hexsha
+    except (git.GitError, ValueError):
+        return None
 
 
 def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
@@ -110,7 +124,7 @@ def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
     name, d = step.name, state.phase
     if step.status == "completed":
         return StepOutcome("reused", name, "completed earlier; not re-run", step.attempts,
-                           handoff=step.handoff)
+                           handoff=step.handoff, validation=step.validation_report)
     if step.status == "error":
         return StepOutcome("error", name, f"step `{name}` is in error since {step.failed_at}: "
                            f"{step.error_message}; fix the cause, then `specops resume {d} {name}`")
@@ -172,6 +186,8 @@ def finish_attempt(store: Store, delivery: str, node: str, result: AttemptResult
         step.owner = None
         if result.usage is not None:
             step.usage.append(result.usage)
+        if result.validation is not None:
+            step.validation_report = result.validation.as_metadata()
         if result.ok:
             move(state, step, "completed", "run")
             step.handoff, step.last_failure = result.handoff, None

@@ -1,40 +1,33 @@
 """The independent validation after an attempt (seed 001 §8, DESIGN §8): the hook point every
-executor calls once the required artifacts exist. Verdicts are data (`ValidationReport`).
-
-Mode `none` passes with nothing to check. The .NET 8 `full` and `docs-only` validators are not
-in this version: `validation_unavailable` says so before any attempt starts, so no agent call is
-spent on a step that could never be verified.
+executor calls once the required artifacts exist. It picks the mode the step declares:
+`none`, `docs-only` (falls back to `full` when the change is not documentation only) or `full`
+(.NET 8 build and tests). Verdicts are data; a missing `dotnet` raises `ToolMissing`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
-AVAILABLE_MODES = ("none",)
+from .docs_only import docs_only_change
+from .dotnet import DEADLINE_S, ValidationReport, validate_full
+
+MODES = ("full", "docs-only", "none")
+
+__all__ = ["ValidationReport", "validate_attempt", "MODES"]
 
 
-@dataclass(frozen=True)
-class ValidationReport:
-    passed: bool
-    mode: str
-    stage: str
-    log: str = ""
-
-    def describe(self) -> str:
-        state = "passed" if self.passed else "failed"
-        return f"validation `{self.mode}` {state} at stage `{self.stage}`" + (
-            f":\n{self.log}" if self.log else "")
-
-
-def validation_unavailable(mode: str) -> str | None:
-    if mode in AVAILABLE_MODES:
-        return None
-    return (f"validation `{mode}` is not available in this version of specops-dag (only "
-            f"{', '.join(AVAILABLE_MODES)})")
-
-
-def validate_attempt(mode: str, target: Path) -> ValidationReport:
+def validate_attempt(mode: str, target: Path, *, delivery: str, base_commit: str | None,
+                     log_dir: Path, deadline_s: float = DEADLINE_S) -> ValidationReport:
     if mode == "none":
-        return ValidationReport(True, mode, "none", "validation: none declared by the phase")
-    return ValidationReport(False, mode, "unavailable", validation_unavailable(mode) or "")
+        return ValidationReport(True, "none", "none", "the phase declares `validation: none`",
+                                target_found=False)
+    if mode == "docs-only":
+        decision = docs_only_change(target, base_commit, delivery)
+        if decision.docs_only:
+            return ValidationReport(True, "docs-only", "docs-only", decision.reason,
+                                    target_found=False)
+        full = validate_full(target, log_dir, deadline_s)
+        note = f"docs-only fell back to full validation: {decision.reason}"
+        return replace(full, mode="docs-only→full", notes=(note, *full.notes))
+    return validate_full(target, log_dir, deadline_s)

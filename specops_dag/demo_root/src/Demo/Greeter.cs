@@ -1,7 +1,0 @@
-namespace Demo;
-
-public sealed class Greeter
-{
-    // TODO: localise the greeting.
-    public string Greet(string name) => $"Hello, {name}!";
-}
