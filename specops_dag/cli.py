@@ -333,7 +333,8 @@ def demo(directory: Path, executor: str) -> None:
             click.echo(f"handoff {step.name}/{art}: {ref.path} (sha256 {ref.sha256[:12]}…)")
     click.echo(f"Dagster: DAGSTER_HOME={home}; the run log is in "
                f"{plan.root / 'phases' / plan.delivery / 'runs'}")
-    click.echo(f"UI: cd {plan.root} && DAGSTER_HOME={home} dagster dev -w "
+    dagster = Path(sys.executable).parent / "dagster"
+    click.echo(f"UI: cd {plan.root} && DAGSTER_HOME={home} {dagster} dev -w "
                f"{PACKAGE_WORKSPACE} -h 127.0.0.1 -p 3000")
     sys.exit(code)
 

@@ -80,6 +80,7 @@ class Run:
     root: Path
     log_dir: Path
     deadline: float
+    deadline_s: float
     env: dict[str, str]
     logs: list[str] = field(default_factory=list)
 
@@ -87,7 +88,7 @@ class Run:
         remaining = self.deadline - time.monotonic()
         command = "dotnet " + " ".join(args)
         if remaining <= 0:
-            return self.fail(stage, f"the {DEADLINE_S:.0f} s validation deadline ran out before "
+            return self.fail(stage, f"the {self.deadline_s:g} s validation deadline ran out before "
                              f"`{stage}`", command)
         n = len(self.logs) // 2 + 1
         out, err = self.log_dir / f"{n:02d}-{stage}.out", self.log_dir / f"{n:02d}-{stage}.err"
@@ -98,7 +99,7 @@ class Run:
         except ToolMissing as missing:
             raise ToolMissing(INSTALL_HINT) from missing
         if result.timed_out:
-            return self.fail(stage, f"the {DEADLINE_S:.0f} s validation deadline ran out during "
+            return self.fail(stage, f"the {self.deadline_s:g} s validation deadline ran out during "
                              f"`{stage}`; the process tree was killed", command, result)
         return result
 
@@ -122,7 +123,7 @@ def validate_full(root: Path, log_dir: Path, deadline_s: float = DEADLINE_S,
     """Run every stage against the repository at `root`; stop at the first failure."""
     root = root.resolve()
     log_dir.mkdir(parents=True, exist_ok=True)
-    run = Run(root, log_dir, time.monotonic() + deadline_s, dotnet_env(env))
+    run = Run(root, log_dir, time.monotonic() + deadline_s, deadline_s, dotnet_env(env))
     repo = discover(root)
     if repo.problem:
         return run.fail("discovery", repo.problem)

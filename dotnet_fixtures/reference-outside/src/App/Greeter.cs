@@ -1,0 +1,6 @@
+namespace App;
+
+public class Greeter
+{
+    public string Greet(string name) => $"Hello, {name}!";
+}
