@@ -30,7 +30,7 @@ BUILTIN_PREFIX = "built-in:workflow_defs/"
 
 @dataclass(frozen=True)
 class SourceFile:
-    """A definition file: `kind` is workflow | phase | skill | skill-graph; `rel` is relative to its root."""
+    """A definition file (workflow, phase, skill, skill-graph); `rel` is relative to its root."""
 
     kind: str
     id: str
@@ -58,7 +58,7 @@ class Catalog:
         return self.phases[node.phase]
 
     def files_of(self, workflow_id: str) -> list[SourceFile]:
-        """The workflow file, its phases (review phases too) and their skill files, in a fixed order.
+        """The workflow file, its phases (review phases too) and their skill files, in order.
         The skill graph is not one of them: a snapshot keeps only the edges between bound skills."""
         wf = self.workflows[workflow_id]
         phase_ids: list[str] = []
@@ -89,7 +89,7 @@ def definition_roots(harness_root: Path | None) -> list[Path]:
 
 
 def load_catalog(roots: Iterable[Path], display_base: Path | None = None) -> Catalog:
-    """Load and check every definition under `roots`; raise `DefinitionError` listing all problems."""
+    """Load and check every definition under `roots`; raise `DefinitionError` with all problems."""
     loader = _Loader(display_base)
     for root in roots:
         loader.load_root(Path(root))
@@ -125,7 +125,8 @@ class _Loader:
         return str(full)
 
     def load_root(self, root: Path) -> None:
-        for kind, folder, model in (("workflow", "workflows", Workflow), ("phase", "phases", Phase)):
+        kinds = (("workflow", "workflows", Workflow), ("phase", "phases", Phase))
+        for kind, folder, model in kinds:
             for path in sorted((root / folder).glob("*.y*ml")):
                 self.load_definition(root, f"{folder}/{path.name}", kind, model)
         graph = root / "skills" / "graph.yaml"
@@ -180,14 +181,15 @@ class _Loader:
         if parsed is None:
             return
         if parsed.id != stem:
-            self.problems.append(f"{src.display}: id: `{parsed.id}` does not match the file name "
-                                 f"`{stem}`; rename the file to `{parsed.id}.yaml` or the id to `{stem}`")
+            self.problems.append(f"{src.display}: id: `{parsed.id}` does not match the file "
+                                 f"name `{stem}`; rename the file to `{parsed.id}.yaml` or the "
+                                 f"id to `{stem}`")
             return
         table = self.workflows if kind == "workflow" else self.phases
         if parsed.id in table:
             first = self.sources[(kind, parsed.id)].display
-            self.problems.append(f"{src.display}: id: duplicate {kind} id `{parsed.id}` (also defined "
-                                 f"in {first}); rename one of them")
+            self.problems.append(f"{src.display}: id: duplicate {kind} id `{parsed.id}` (also "
+                                 f"defined in {first}); rename one of them")
             return
         table[parsed.id] = parsed
         self.sources[(kind, parsed.id)] = src

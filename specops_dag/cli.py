@@ -115,7 +115,8 @@ def read_request(text: str | None, file: Path | None) -> str:
     try:
         return file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise click.UsageError(f"--request-file {file}: cannot read it as UTF-8 text ({err})")
+        raise click.UsageError(f"--request-file {file}: cannot read it as UTF-8 text "
+                               f"({err})") from err
 
 
 @main.command()
@@ -282,7 +283,8 @@ def run_delivery(root: Path, delivery: str, executor: str, timeout_s: float) -> 
     state = store.read(delivery)
     click.echo(render_status(state, {"runnable": ops.runnable_steps(state), "drift": []}))
     if result.timed_out:
-        click.echo(f"error: the run passed its {timeout_s:.0f} s deadline and was stopped", err=True)
+        click.echo(f"error: the run passed its {timeout_s:.0f} s deadline and was stopped",
+                   err=True)
         return 1
     if result.exit_code != 0:
         tail = "\n".join(result.stderr.strip().splitlines()[-12:])
@@ -290,9 +292,11 @@ def run_delivery(root: Path, delivery: str, executor: str, timeout_s: float) -> 
                    f"{log_dir / 'dagster-run.err'}:\n{tail}", err=True)
     if state.status == "completed":
         return 0
-    if any(s.status == "error" for s in state.steps) or result.exit_code != 0:
+    if any(s.status == "error" for s in state.steps):
         return 1
-    return 3
+    if any(s.status == "blocked" for s in state.steps):
+        return 3  # a gate, a missing tool or a write conflict: a human has to act
+    return 1 if result.exit_code != 0 else 3
 
 
 @main.command()

@@ -44,7 +44,7 @@ class AgentSettings:
 
 
 def find_codex(settings: AgentSettings, root: Path) -> str:
-    """SPECOPS_CODEX_BIN, then node_modules/.bin/codex (harness root, then this package), then PATH."""
+    """SPECOPS_CODEX_BIN, then node_modules/.bin/codex (harness root, this package), then PATH."""
     if settings.codex_bin:
         if Path(settings.codex_bin).is_file() and os.access(settings.codex_bin, os.X_OK):
             return settings.codex_bin

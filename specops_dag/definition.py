@@ -27,7 +27,7 @@ class Contract(Strict):
 
 
 class InputRef(Strict):
-    """Where a node input comes from: the workflow's own input, or an upstream node's output port."""
+    """Where a node input comes from: the workflow's own input, or an upstream output port."""
 
     input: Ident | None = None
     node: Ident | None = None
@@ -38,7 +38,8 @@ class InputRef(Strict):
         if self.input is not None and (self.node is not None or self.output is not None):
             raise ValueError("give either `input`, or `node` and `output`, not both")
         if self.input is None and (self.node is None or self.output is None):
-            raise ValueError("give either `input: <workflow input>` or `node: <id>, output: <port>`")
+            raise ValueError("give either `input: <workflow input>` or "
+                             "`node: <id>, output: <port>`")
         return self
 
 
@@ -48,7 +49,7 @@ class OutputRef(Strict):
 
 
 class Gates(Strict):
-    """Human confirmation points (seed 004) around a node: `before` it runs, `after` it completes."""
+    """Human confirmation points (seed 004) around a node: `before` it runs, `after` it ends."""
 
     before: GateName | None = None
     after: GateName | None = None
@@ -165,7 +166,7 @@ DELIVERY_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def delivery_id_problem(delivery: str) -> str | None:
-    """Why `delivery` cannot be a delivery id (a folder, a partition key, a branch name), or None."""
+    """Why `delivery` cannot be a delivery id (a folder, a partition key, a branch), or None."""
     if not delivery:
         return "is empty"
     if "/" in delivery or "\\" in delivery:
@@ -175,5 +176,6 @@ def delivery_id_problem(delivery: str) -> str | None:
     if delivery.endswith((".", ".lock")):
         return "ends with `.` or `.lock`, which git refuses in a branch name"
     if not DELIVERY_ID_RE.match(delivery):
-        return "must be 1-64 characters of letters, digits, `.`, `_` or `-`, starting with a letter or digit"
+        return ("must be 1-64 characters of letters, digits, `.`, `_` or `-`, starting with a "
+                "letter or digit")
     return None

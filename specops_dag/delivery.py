@@ -297,7 +297,8 @@ def drift(store: Store, state: Delivery) -> list[str]:
         for port, ref in step.consumed.items():
             path = store.root / ref.path
             if not path.is_file() or sha256_file(path) != ref.sha256:
-                notes.append(f"{step.name}: input `{port}` {ref.path} changed since it was consumed")
+                notes.append(f"{step.name}: input `{port}` {ref.path} changed since it was "
+                             "consumed")
     return notes
 
 

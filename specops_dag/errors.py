@@ -1,7 +1,8 @@
 """The one exception family of specops-dag.
 
-Failures to run are exceptions from `SpecopsError`; verdicts (a failed command, a failed validation)
-are data. Only the front-ends (CLI, Dagster adapter) translate these into exit codes or `dg.Failure`.
+Failures to run are exceptions from `SpecopsError`; verdicts (a failed command, a failed
+validation) are data. Only the front-ends (CLI, Dagster adapter) translate these into exit codes
+or `dg.Failure`.
 """
 
 from __future__ import annotations

@@ -122,7 +122,8 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
         "idle_timed_out": run.process.idle_timed_out, "stopped": run.process.stopped,
         "duration_s": run.process.duration_s, "thread_id": run.thread_id,
         "usage": run.usage, "last_message": redact(run.last_message, secrets),
-        "jsonl": redact(run.process.stdout, secrets), "stderr": redact(run.process.stderr, secrets)})
+        "jsonl": redact(run.process.stdout, secrets),
+        "stderr": redact(run.process.stderr, secrets)})
     common = {"usage": usage, "message": redact(run.last_message, secrets)[:SUMMARY_LIMIT],
               "prompt_chars": prompt.total_chars}
     if run.environment_error:

@@ -86,8 +86,9 @@ def assemble_prompt(store: Store, state: Delivery, step: Step, catalog: Catalog,
     elif (earlier := latest_summary(state, step)) is not None:
         parts.append(earlier)
     if step.last_failure:
+        failure = failure_summary(step.last_failure)
         parts.append(PromptPart("previous failure", None,
-                                "# Previous attempt failed\n\n" + failure_summary(step.last_failure)))
+                                "# Previous attempt failed\n\n" + failure))
     parts.append(PromptPart("current step", None, current_step(store, state, step, catalog,
                                                                 phase)))
     return Prompt(state.phase, step.name, step.step, tuple(parts))

@@ -121,7 +121,8 @@ class ReplayState:
             key, attempt, index = self.threads[thread]
             attempts = self.scenario.nodes[key]
             if attempt >= len(attempts):
-                return f"replay scenario for `{key}` has {len(attempts)} attempt(s), not {attempt + 1}"
+                return (f"replay scenario for `{key}` has {len(attempts)} attempt(s), not "
+                        f"{attempt + 1}")
             turns = attempts[attempt]
             self.threads[thread] = (key, attempt, index + 1)
             if index >= len(turns):

@@ -8,8 +8,8 @@ the lock, and records the verdict. Three calls in all per step; environment erro
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import git

@@ -46,3 +46,9 @@ def test_no_module_is_named_utils_helpers_or_common() -> None:
 
 def test_the_console_script_is_installed() -> None:
     assert (VENV_BIN / "specops").exists()
+
+
+def test_the_code_passes_ruff() -> None:
+    result = subprocess.run([str(VENV_BIN / "ruff"), "check", "specops_dag", "tests",
+                             "benchmarks"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout

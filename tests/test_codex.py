@@ -224,3 +224,50 @@ def test_a_codex_delivery_runs_through_dagster_with_retries_and_token_metadata(
         assert meta["tokens"].value == {"input_tokens": 2000, "cached_input_tokens": 0,
                                         "output_tokens": 400, "reasoning_output_tokens": 0}
         assert meta["prompt_chars"].value > 0
+
+
+def test_a_bad_codex_option_is_an_environment_error_not_a_retry(tmp_path: Path) -> None:
+    store = new(agentic_root(tmp_path))
+    with replay(tmp_path, {"write": [[WRITE_NOTES, {"message": "ok"}]]}) as server:
+        settings = AgentSettings(replay_url=server.url, codex_home=str(tmp_path / "h"),
+                                 config=('sandbox_mode="sideways"',))
+        outcome = run_step(store, "d1", "write", settings=settings)
+    assert (outcome.status, outcome.retryable) == ("environment", False)
+    assert outcome.message.startswith("blocked: codex failed before starting a session (exit 1; "
+                                      "bad option, config or provider): ")
+    assert store.read("d1").get_step("write").status == "blocked"
+
+
+def test_the_replay_server_command_serves_a_scenario_on_loopback(tmp_path: Path) -> None:
+    import subprocess
+    import urllib.request
+
+    from .conftest import VENV_BIN
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("nodes:\n  write:\n    - - message: hello from replay\n")
+    proc = subprocess.Popen([str(VENV_BIN / "specops"), "replay-server", "--scenario",
+                             str(scenario), "--log", str(tmp_path / "log.jsonl")],
+                            stdout=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        url = line.split(" on ", 1)[1].split(" ", 1)[0]
+        assert url.startswith("http://127.0.0.1:")
+        request = urllib.request.Request(f"{url}/d/d1/write/v1/responses",
+                                         data=json.dumps({"input": []}).encode(),
+                                         headers={"thread-id": "t1"}, method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = response.read().decode()
+        assert response.headers["content-type"] == "text/event-stream"
+        assert "event: response.output_item.done" in body and "hello from replay" in body
+        bad = urllib.request.Request(f"{url}/d/d1/other/v1/responses", data=b"{}",
+                                     headers={"thread-id": "t2"}, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(bad, timeout=10)
+        assert info.value.code == 400
+        assert json.loads(info.value.read())["error"]["message"] == (
+            "replay scenario has no entry for node `other`")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -4,6 +4,7 @@ marked `dotnet` runs the same matrix against a real SDK when one is on PATH."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -161,3 +162,49 @@ def test_a_real_sdk_gives_each_fixture_the_same_verdict(tmp_path: Path, name: st
     root = copy_fixture(tmp_path, name)
     report = validate_full(root, tmp_path / "logs")
     assert (report.passed, report.stage) == expected(name, root)[:2]
+
+
+def test_a_project_reference_cycle_is_named() -> None:
+    from specops_dag.dotnet import find_cycle
+
+    a, b, c = Path("/r/A.csproj"), Path("/r/B.csproj"), Path("/r/C.csproj")
+    assert find_cycle({a: [b], b: [c], c: [a]}) == [a, b, c, a]
+    assert find_cycle({a: [b], b: [c], c: []}) is None
+
+
+@pytest.mark.parametrize(("fixture", "code", "first_line"), [
+    ("all-pass", 0, "validation `full` passed at stage `test`: 1 test project(s): 2 of 2 tests "
+                    "executed, 2 passed, 0 skipped"),
+    ("wrong-tfm", 1, "validation `full` failed at stage `evaluation`: src/Calc/Calc.csproj: "
+                     "target frameworks ['net6.0']; every project must target exactly net8.0"),
+])
+def test_specops_validate_runs_the_validator_standalone(tmp_path: Path, fixture: str, code: int,
+                                                        first_line: str) -> None:
+    import subprocess
+
+    from .conftest import VENV_BIN
+
+    root = copy_fixture(tmp_path, fixture)
+    result = subprocess.run([str(VENV_BIN / "specops"), "validate", str(root)],
+                            env=standin_env(fixture), capture_output=True, text=True, timeout=60,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == code, result.stderr
+    assert result.stdout.splitlines()[0] == first_line
+    as_json = subprocess.run([str(VENV_BIN / "specops"), "validate", str(root), "--json"],
+                             env=standin_env(fixture), capture_output=True, text=True,
+                             timeout=60, stdin=subprocess.DEVNULL)
+    assert json.loads(as_json.stdout)["passed"] is (code == 0)
+
+
+def test_specops_validate_exits_3_without_dotnet(tmp_path: Path) -> None:
+    import subprocess
+
+    from .conftest import VENV_BIN
+
+    root = copy_fixture(tmp_path, "all-pass")
+    result = subprocess.run([str(VENV_BIN / "specops"), "validate", str(root)],
+                            env={**os.environ, "PATH": "/usr/bin:/bin"}, capture_output=True,
+                            text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert (result.returncode, result.stderr) == (
+        3, "error: the .NET SDK (`dotnet`) is not installed or not on PATH: install the .NET 8 "
+           "SDK (https://dot.net/download) so full validation can build and test\n")
