@@ -332,6 +332,8 @@ def demo(directory: Path, executor: str) -> None:
         server.stop()
     state = Store(plan.root).read(plan.delivery)
     click.echo(f"state: {plan.root / 'phases' / plan.delivery / 'index.json'}")
+    if state.worktree:
+        click.echo(f"work: branch {state.branch} in {plan.root / state.worktree}")
     for step in state.steps:
         for art, ref in step.handoff.items():
             click.echo(f"handoff {step.name}/{art}: {ref.path} (sha256 {ref.sha256[:12]}…)")

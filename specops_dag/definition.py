@@ -121,6 +121,7 @@ class Execution(Strict):
     skills: list[Skill] = []
     gates: Gates = Gates()
     budget: Budget = Budget()
+    expects_product_change: bool = False  # no product change after exit 0 → a failed attempt
 
 
 class Artifact(Strict):

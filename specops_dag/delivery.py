@@ -69,8 +69,8 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
     if store.exists(delivery) or store.delivery_dir(delivery).exists():
         raise UsageError(f"delivery `{delivery}` already exists (phases/{delivery}/); pick "
                          f"another id or see `specops status {delivery}`")
-    target_path = (target or store.root).resolve()
-    if not target_path.is_dir():
+    repo_path = (target or store.root).resolve()
+    if not repo_path.is_dir():
         raise UsageError(f"--target {target}: not a directory; pass the .NET repository to change")
     if before_write is not None:
         before_write()
@@ -78,7 +78,7 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
     staging = Path(tempfile.mkdtemp(prefix=f".new-{delivery}-", dir=store.phases))
     try:
         snapshot = freeze_snapshot(catalog, workflow_id, staging, platforms)
-        state = initial_state(store, catalog, workflow_id, delivery, request, target_path,
+        state = initial_state(store, catalog, workflow_id, delivery, request, repo_path,
                               platforms, snapshot)
         for step in state.steps if validation else []:
             step.validation = validation
@@ -165,6 +165,13 @@ def target_path(store: Store, state: Delivery) -> Path:
     return (store.root / state.target).resolve()
 
 
+def workdir(store: Store, state: Delivery) -> Path:
+    """Where the agent works: the delivery's worktree once it exists, else the target itself."""
+    if state.worktree:
+        return (store.root / state.worktree).resolve()
+    return target_path(store, state)
+
+
 def downstream_of(state: Delivery, node: str) -> list[str]:
     """`node` and every step that transitively needs it, in step order."""
     hit = {node}
@@ -203,8 +210,8 @@ def reopen(store: Store, delivery: str, node: str, reason: str = "") -> list[str
             step = state.get_step(name)
             if step.handoff or step.completed_at:
                 step.revisions.append(Revision(
-                    handoff=step.handoff, consumed=step.consumed, completed_at=step.completed_at,
-                    attempts=step.attempts, reopened_at=stamp,
+                    handoff=step.handoff, consumed=step.consumed, commits=step.commits,
+                    completed_at=step.completed_at, attempts=step.attempts, reopened_at=stamp,
                     reason=reason or f"reopened from `{node}`"))
             move(state, step, "pending", "reopen")
             clear_run_fields(step)
@@ -214,7 +221,8 @@ def reopen(store: Store, delivery: str, node: str, reason: str = "") -> list[str
 
 
 def clear_run_fields(step: Step) -> None:
-    step.handoff, step.consumed = {}, {}
+    step.handoff, step.consumed, step.commits = {}, {}, {}
+    step.base_commit = step.validation_report = None
     step.started_at = step.completed_at = step.owner = None
     step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None
 
@@ -250,7 +258,9 @@ def approve(store: Store, delivery: str, gate: str, note: str = "",
     if gate not in GATE_NAMES:
         raise UsageError(f"unknown gate `{gate}` (gates: {', '.join(GATE_NAMES)})")
     with store.transaction(delivery) as state:
-        used = list(dict.fromkeys(g for s in state.steps for g in s.gates))
+        # external-write guards `specops run --push`, so every delivery has it.
+        used = list(dict.fromkeys([*(g for s in state.steps for g in s.gates),
+                                   "external-write"]))
         if gate not in used:
             raise UsageError(f"delivery `{delivery}` has no `{gate}` gate (its gates: "
                              f"{', '.join(used) or 'none'})")

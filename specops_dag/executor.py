@@ -13,9 +13,10 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from . import gitflow
 from .catalog import Catalog, sha256_file
 from .codex import AgentSettings, codex_argv, find_codex, redact, run_codex, secret_values
-from .delivery import target_path
+from .delivery import workdir
 from .errors import ToolMissing
 from .process import run_process
 from .prompt import SUMMARY_LIMIT, assemble_prompt, failure_summary
@@ -46,7 +47,7 @@ def step_env(store: Store, state: Delivery, step: Step) -> dict[str, str]:
     return {**os.environ, "SPECOPS_ROOT": str(store.root.resolve()),
             "SPECOPS_DELIVERY": state.phase, "SPECOPS_NODE": step.name,
             "SPECOPS_NODE_DIR": str(folder.resolve()),
-            "SPECOPS_TARGET": str(target_path(store, state)),
+            "SPECOPS_TARGET": str(workdir(store, state)),
             "SPECOPS_ATTEMPT": str(step.attempts),
             "SPECOPS_INPUTS": json.dumps({k: v.model_dump() for k, v in step.consumed.items()})}
 
@@ -70,7 +71,7 @@ def run_command_attempt(store: Store, state: Delivery, step: Step,
     env = step_env(store, state, step)
     argv = list(executor.argv or [])
     timeout = executor.timeout_s or DEFAULT_COMMAND_TIMEOUT_S
-    result = run_process(argv, cwd=target_path(store, state), env=env, deadline_s=timeout)
+    result = run_process(argv, cwd=workdir(store, state), env=env, deadline_s=timeout)
     secrets = secret_values(env)
     write_json_atomic(node_dir(store, state.phase, step.name) / f"step{step.step}-output.json", {
         "attempt": step.attempts, "argv": argv, "exit_code": result.exit_code,
@@ -89,7 +90,7 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
     """One `codex exec` call (prompt on stdin), then the independent verification."""
     phase = catalog.phases[step.phase]
     folder = node_dir(store, state.phase, step.name)
-    target = target_path(store, state)
+    target = workdir(store, state)
     codex_bin = find_codex(settings, store.root)
     prompt = assemble_prompt(store, state, step, catalog, target)
     (folder / "prompt.md").write_text(prompt.text, encoding="utf-8")
@@ -151,8 +152,14 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
     if missing:
         return AttemptResult(False, "exit 0 but required artifacts are missing: "
                              + ", ".join(missing))
+    repo = workdir(store, state)
+    if (phase.execution.expects_product_change and step.validation != "docs-only"
+            and state.worktree and not gitflow.product_changes(repo, since=step.base_commit)):
+        return AttemptResult(False, "exit 0 but the product did not change: the phase expects "
+                             "a product change and nothing outside phases/ and docs/phase/ "
+                             f"changed since {(step.base_commit or '')[:12]}")
     try:
-        report = validate_attempt(step.validation, target_path(store, state),
+        report = validate_attempt(step.validation, workdir(store, state),
                                   delivery=state.phase, base_commit=step.base_commit,
                                   log_dir=folder / "validation")
     except ToolMissing as err:  # no retry can install the SDK

@@ -202,7 +202,7 @@ def current_step(store: Store, state: Delivery, step: Step, catalog: Catalog,
 def dry_run(store: Store, delivery: str, node: str | None = None) -> tuple[Step, Prompt | None]:
     """The prompt the next attempt of `node` (default: the first pending or interrupted step)
     would get, or None for a command step. Reads only: no state, timestamps, git or files."""
-    from .delivery import owner_alive, snapshot_catalog, target_path
+    from .delivery import owner_alive, snapshot_catalog, workdir
 
     state = store.read(delivery)
     if node is not None:
@@ -217,4 +217,4 @@ def dry_run(store: Store, delivery: str, node: str | None = None) -> tuple[Step,
     catalog = snapshot_catalog(store, state)
     if catalog.phases[step.phase].execution.executor.kind == "command":
         return step, None
-    return step, assemble_prompt(store, state, step, catalog, target_path(store, state))
+    return step, assemble_prompt(store, state, step, catalog, workdir(store, state))

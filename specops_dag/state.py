@@ -85,6 +85,7 @@ class Owner(Model):
 class Revision(Model):
     handoff: dict[str, FileRef] = {}
     consumed: dict[str, FileRef] = {}
+    commits: dict[str, str | None] = {}
     completed_at: str | None = None
     attempts: int = 0
     reopened_at: str
@@ -124,6 +125,7 @@ class Step(Model):
     usage: list[Usage] = []
     summary: str | None = None
     base_commit: str | None = None
+    commits: dict[str, str | None] = {}  # product / metadata SHAs of the completing attempt
     validation_report: dict | None = None
     gates: list[str] = []
     owner: Owner | None = None
@@ -152,6 +154,8 @@ class Delivery(Model):
     request: str
     target: str
     platforms: list[str] = []
+    worktree: str | None = None  # relative to the harness root when inside it
+    branch: str | None = None
     created_at: str
     updated_at: str
     snapshot: Snapshot

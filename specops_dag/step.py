@@ -14,10 +14,18 @@ from typing import Literal
 
 import git
 
+from . import gitflow
 from .catalog import Catalog
 from .codex import AgentSettings
-from .delivery import closed_gates, current_owner, owner_alive, snapshot_catalog, target_path
-from .errors import UsageError
+from .delivery import (
+    closed_gates,
+    current_owner,
+    owner_alive,
+    snapshot_catalog,
+    target_path,
+    workdir,
+)
+from .errors import UsageError, WriteConflict
 from .executor import AttemptResult, run_attempt
 from .prompt import MAX_ATTEMPTS, assemble_prompt
 from .state import Delivery, FileRef, Step, Store, Usage, move, now_iso
@@ -91,12 +99,17 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
                                f"`{step.status}`")
         if catalog.phases[step.phase].execution.executor.kind != "command":
             # Validate context paths before any codex or git change (raises UsageError).
-            assemble_prompt(store, state, step, catalog, target_path(store, state))
+            assemble_prompt(store, state, step, catalog, workdir(store, state))
+        conflict = prepare_worktree(store, state, step)
+        if conflict:
+            move(state, step, "blocked", "run")
+            step.blocked_reason, step.blocked_at = conflict, now_iso()
+            return StepOutcome("blocked", node, conflict)
         move(state, step, "running", "run")
         step.attempts += 1
         step.started_at = step.started_at or now_iso()
         if step.attempts == 1:
-            step.base_commit = head_commit(target_path(store, state))
+            step.base_commit = head_commit(workdir(store, state))
         step.owner = current_owner()
         step.consumed = upstream_handoffs(state, step)
         state.log("attempt started", node, f"attempt {step.attempts}/{max_attempts}")
@@ -108,6 +121,26 @@ def _refusal(catalog: Catalog, step: Step) -> str | None:
     if kind not in AVAILABLE_EXECUTORS:
         return (f"executor not available: phase `{step.phase}` uses `executor: {{kind: {kind}}}`, "
                 "which this version of specops-dag cannot run yet")
+    return None
+
+
+def prepare_worktree(store: Store, state: Delivery, step: Step) -> str | None:
+    """Create (or reuse) the delivery's feat-<d> worktree; a step starts only on a clean one.
+    Returns the write-conflict reason that blocks the step, or None."""
+    target = target_path(store, state)
+    if not gitflow.is_repo(target):
+        return None  # a plain folder: the agent works in place and nothing is committed
+    try:
+        if state.worktree is None:
+            path = gitflow.ensure_worktree(target, store.root, state.phase)
+            root = store.root.resolve()
+            state.worktree = (path.relative_to(root).as_posix() if path.is_relative_to(root)
+                              else str(path))
+            state.branch = gitflow.branch_name(state.phase)
+        if step.attempts == 0:
+            gitflow.check_clean(workdir(store, state), state.phase, step.name)
+    except WriteConflict as err:
+        return err.message
     return None
 
 
@@ -177,18 +210,40 @@ def upstream_handoffs(state: Delivery, step: Step) -> dict[str, FileRef]:
 
 def finish_attempt(store: Store, delivery: str, node: str, result: AttemptResult,
                    final: bool) -> None:
+    """Record the verdict; on success commit product then metadata on feat-<delivery>."""
+    if _record(store, delivery, node, result, final) and result.ok:
+        commit_metadata(store, delivery, node)
+
+
+def commit_metadata(store: Store, delivery: str, node: str) -> None:
+    state = store.read(delivery)
+    if not state.worktree:
+        return
+    step = state.get_step(node)
+    sha = gitflow.commit_metadata(workdir(store, state), store.delivery_dir(delivery), delivery,
+                                  node, step.attempts)
+    with store.transaction(delivery) as state:
+        state.get_step(node).commits["metadata"] = sha
+        state.log("metadata committed", node, sha or "nothing to commit")
+
+
+def _record(store: Store, delivery: str, node: str, result: AttemptResult,
+            final: bool) -> bool:
     with store.transaction(delivery) as state:
         step = state.get_step(node)
         if step.status != "running" or step.owner is None or step.owner.pid != current_owner().pid:
             state.log("attempt result dropped", node, "the step was reopened or taken over "
                       "while it ran")
-            return
+            return False
         step.owner = None
         if result.usage is not None:
             step.usage.append(result.usage)
         if result.validation is not None:
             step.validation_report = result.validation.as_metadata()
         if result.ok:
+            if state.worktree:  # product first, so its SHA is in the metadata commit's state
+                step.commits = {"product": gitflow.commit_product(
+                    workdir(store, state), delivery, node, step.attempts), "metadata": None}
             move(state, step, "completed", "run")
             step.handoff, step.last_failure = result.handoff, None
             step.summary = result.message or step.summary
@@ -203,6 +258,7 @@ def finish_attempt(store: Store, delivery: str, node: str, result: AttemptResult
         else:
             step.last_failure = result.summary
             state.log("attempt failed", node, f"attempt {step.attempts}")
+        return True
 
 
 def _record_error(state: Delivery, step: Step, message: str) -> None:

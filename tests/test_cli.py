@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import dagster as dg
+import git
 import pytest
 
 from .conftest import write_tree
@@ -172,7 +173,7 @@ def test_reopen_resume_and_approve_from_the_cli(diamond_root: Path,
         2, "error: step `c` of `d1` is `pending`; resume takes an `error` or `blocked` step\n")
     approved = specops(clean_env, diamond_root, "approve", "d1", "scope")
     assert (approved.returncode, approved.stderr) == (
-        2, "error: delivery `d1` has no `scope` gate (its gates: none)\n")
+        2, "error: delivery `d1` has no `scope` gate (its gates: external-write)\n")
 
 
 def test_run_goes_through_a_dagster_run_and_reports_the_steps(
@@ -215,7 +216,14 @@ def test_demo_runs_a_quick_delivery_with_the_real_codex_cli_offline(
     develop = state["steps"][0]
     assert develop["validation_report"]["stage"] == "docs-only"
     assert develop["usage"][0]["thread_id"]
-    assert (root / "docs/phase/demo-1/handoff.md").is_file()
+    worktree = root / ".specops/worktrees/demo-1"
+    assert state["worktree"] == ".specops/worktrees/demo-1" and state["branch"] == "feat-demo-1"
+    assert (worktree / "docs/phase/demo-1/handoff.md").is_file()
+    log = git.Repo(root).git.log("feat-demo-1", "--format=%s").splitlines()
+    assert log == ["[demo-1] delivery attempt 1: metadata", "[demo-1] verify attempt 1: metadata",
+                   "[demo-1] develop attempt 1: metadata", "demo fixture"]
+    assert git.Repo(root).active_branch.name == "main"
+    assert f"work: branch feat-demo-1 in {worktree}" in lines
     requests = (root / ".specops/replay-requests.jsonl").read_text().splitlines()
     assert len(requests) == 6  # three nodes, two model turns each: the real codex CLI ran
-    assert f"handoff develop/changes: phases/demo-1/develop/develop/changes.md" in result.stdout
+    assert "handoff develop/changes: phases/demo-1/develop/develop/changes.md" in result.stdout
