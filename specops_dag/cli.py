@@ -179,6 +179,11 @@ def reopen(ctx, delivery: str, node: str, reason: str) -> None:
     """Set NODE and everything downstream of it back to pending; keep old handoffs as revisions."""
     ops.check_delivery_id(delivery)
     names = ops.reopen(store_of(ctx), delivery, node, reason)
+    from .launch import report_reopened, resolve_dagster_home
+
+    state = store_of(ctx).read(delivery)
+    report_reopened(resolve_dagster_home(ctx.obj), state.workflow, delivery, names,
+                    reason or f"reopened from `{node}`")
     click.echo(f"reopened {', '.join(names)} of {delivery}; re-run with `specops run {delivery}`")
 
 
@@ -263,10 +268,11 @@ def run(ctx, delivery: str, executor: str, timeout_s: float, dry: bool, push: bo
     if dry:
         click.echo(render_dry_run(store_of(ctx), delivery, None, False))
         return
-    if push:
-        raise click.UsageError("--push is not available yet: the git workflow (feat-<delivery> "
-                               "branches) is not in this version")
-    sys.exit(run_delivery(ctx.obj, delivery, executor, timeout_s))
+    code = run_delivery(ctx.obj, delivery, executor, timeout_s)
+    if push and code == 0:
+        summary = ops.push_delivery(store_of(ctx), delivery)
+        click.echo(f"pushed feat-{delivery} to origin ({summary})")
+    sys.exit(code)
 
 
 def run_delivery(root: Path, delivery: str, executor: str, timeout_s: float) -> int:

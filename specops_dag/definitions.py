@@ -71,6 +71,13 @@ def validation_check(outcome: StepOutcome) -> dg.AssetCheckResult:
                                metadata=metadata or {"note": "no report recorded"})
 
 
+def handoff_check(outcome: StepOutcome) -> dg.AssetCheckResult:
+    """`handoff_current`: the upstream handoffs this node consumed still have the same hash."""
+    return dg.AssetCheckResult(check_name="handoff_current", passed=not outcome.drift,
+                               severity=dg.AssetCheckSeverity.WARN,
+                               metadata={"drifted": dg.MetadataValue.json(list(outcome.drift))})
+
+
 def materialization(outcome: StepOutcome, delivery: str) -> dg.MaterializeResult:
     metadata: dict[str, object] = {
         "delivery": delivery,
@@ -85,7 +92,10 @@ def materialization(outcome: StepOutcome, delivery: str) -> dg.MaterializeResult
         metadata["codex_thread_id"] = outcome.usage.thread_id or ""
         metadata["tokens"] = dg.MetadataValue.json(outcome.usage.model_dump(
             exclude={"attempt", "thread_id"}))
-    return dg.MaterializeResult(metadata=metadata, check_results=[validation_check(outcome)],
+    if outcome.commits:
+        metadata.update({f"commit/{k}": v or "" for k, v in outcome.commits.items()})
+    return dg.MaterializeResult(metadata=metadata,
+                                check_results=[validation_check(outcome), handoff_check(outcome)],
                                 data_version=dg.DataVersion(data_version(outcome.handoff)))
 
 
@@ -112,7 +122,10 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinitio
         check_specs=[dg.AssetCheckSpec("validation", asset=dg.AssetKey([wf.id, node.id]),
                                        blocking=True,
                                        description=f"validation `{phase.validation}` after "
-                                       "each attempt (seed 001 §8)")],
+                                       "each attempt (seed 001 §8)"),
+                     dg.AssetCheckSpec("handoff_current", asset=dg.AssetKey([wf.id, node.id]),
+                                       description="the consumed upstream handoffs are unchanged "
+                                       "and the node was not reopened")],
     )
     def _node(context: dg.AssetExecutionContext, specops: SpecopsResource):
         delivery = context.partition_key
@@ -125,10 +138,11 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinitio
         elif outcome.status in ("blocked", "skipped"):
             context.log.warning(f"{node.id} of {delivery} {outcome.status}: {outcome.message}")
             # Every declared check must be yielded; no materialization → downstream skipped.
-            yield dg.AssetCheckResult(check_name="validation", passed=False,
-                                      severity=dg.AssetCheckSeverity.WARN,
-                                      metadata={"reason": outcome.message,
-                                                "status": outcome.status})
+            for check in ("validation", "handoff_current"):
+                yield dg.AssetCheckResult(check_name=check, passed=False,
+                                          severity=dg.AssetCheckSeverity.WARN,
+                                          metadata={"reason": outcome.message,
+                                                    "status": outcome.status})
         else:
             raise dg.Failure(description=f"{node.id} of {delivery}: {outcome.message}",
                              metadata={"attempt": outcome.attempt},

@@ -25,7 +25,7 @@ from .catalog import (
     topological_order,
 )
 from .definition import GATE_NAMES, delivery_id_problem
-from .errors import StateError, UsageError, WriteConflict
+from .errors import BlockedError, StateError, UsageError, WriteConflict
 from .state import (
     Approval,
     BoundSkill,
@@ -304,12 +304,38 @@ def drift(store: Store, state: Delivery) -> list[str]:
         elif sha256_file(source) != f.sha256:
             notes.append(f"{display}: changed since the snapshot (the delivery keeps its copy)")
     for step in state.steps:
-        for port, ref in step.consumed.items():
-            path = store.root / ref.path
-            if not path.is_file() or sha256_file(path) != ref.sha256:
-                notes.append(f"{step.name}: input `{port}` {ref.path} changed since it was "
-                             "consumed")
+        notes += [f"{step.name}: {note}" for note in step_drift(store, step)]
     return notes
+
+
+def step_drift(store: Store, step: Step) -> list[str]:
+    """Upstream handoffs whose file no longer has the hash this step consumed."""
+    notes = []
+    for port, ref in step.consumed.items():
+        path = store.root / ref.path
+        if not path.is_file() or sha256_file(path) != ref.sha256:
+            notes.append(f"input `{port}` {ref.path} changed since it was consumed")
+    return notes
+
+
+def push_delivery(store: Store, delivery: str) -> str:
+    """Push feat-<delivery> to origin once every step is completed and external-write approved."""
+    state = store.read(delivery)
+    if state.status != "completed":
+        raise BlockedError(f"not pushed: delivery `{delivery}` is `{state.status}`; push happens "
+                           "after the last step completes")
+    if not gate_open(state, "external-write"):
+        raise BlockedError(f"not pushed: awaiting approval: external-write; approve with "
+                           f"`specops approve {delivery} external-write --note ...`, then "
+                           f"`specops run {delivery} --push`")
+    if not state.worktree:
+        raise UsageError(f"not pushed: the target of `{delivery}` is not a git repository")
+    from . import gitflow  # GitPython only when pushing: `specops status` stays fast
+
+    summary = gitflow.push(workdir(store, state), delivery)
+    with store.transaction(delivery) as fresh:
+        fresh.log("pushed", detail=f"{state.branch} to origin: {summary}")
+    return summary
 
 
 def _source_path(store: Store, display: str) -> Path | None:

@@ -43,6 +43,22 @@ def register_delivery(home: Path, delivery: str) -> None:
             instance.add_dynamic_partitions(PARTITIONS, [delivery])
 
 
+def report_reopened(home: Path, workflow: str, delivery: str, nodes: list[str],
+                    reason: str) -> None:
+    """A runless failed `handoff_current` check per reopened (asset, partition), so the UI shows
+    what was invalidated and why (OSS Dagster cannot wipe a single partition)."""
+    import dagster as dg
+
+    os.environ["DAGSTER_HOME"] = str(home)
+    with dg.DagsterInstance.get() as instance:
+        for node in nodes:
+            instance.report_runless_asset_event(dg.AssetCheckEvaluation(
+                asset_key=dg.AssetKey([workflow, node]), check_name="handoff_current",
+                passed=False, partition=delivery, severity=dg.AssetCheckSeverity.WARN,
+                description=f"reopened: {reason}",
+                metadata={"reason": reason, "delivery": delivery, "reopened": True}))
+
+
 def job_name(workflow: str) -> str:
     return f"{workflow.replace('-', '_')}_job"
 

@@ -7,9 +7,11 @@ descendants are snapshotted first because tools may start their own sessions.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -21,6 +23,15 @@ import psutil
 from .errors import ToolMissing
 
 KILL_GRACE_S = 2.0
+PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM if our process dies (e.g. a SIGKILLed Dagster run),
+    so no agent outlives the run that started it (codex then ends its own sandboxed tools)."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 @dataclass(frozen=True)
@@ -69,7 +80,7 @@ def run_process(
                 proc = subprocess.Popen(
                     argv, cwd=cwd, env=env, stdout=fout, stderr=ferr,
                     stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-                    start_new_session=True)
+                    start_new_session=True, preexec_fn=_die_with_parent)
             except FileNotFoundError as e:
                 raise ToolMissing(f"`{argv[0]}` not found (cwd {cwd}); install it or fix "
                                   "the command") from e

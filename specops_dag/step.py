@@ -22,6 +22,7 @@ from .delivery import (
     current_owner,
     owner_alive,
     snapshot_catalog,
+    step_drift,
     target_path,
     workdir,
 )
@@ -51,6 +52,8 @@ class StepOutcome:
     usage: Usage | None = None
     prompt_chars: int = 0
     validation: dict | None = None  # the ValidationReport as metadata
+    drift: tuple[str, ...] = ()  # consumed upstream handoffs whose hash changed since
+    commits: dict[str, str | None] = field(default_factory=dict)
 
 
 def run_step(store: Store, delivery: str, node: str, workflow: str | None = None,
@@ -71,7 +74,9 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
              "attempt": step.attempts,
              "validation": result.validation.as_metadata() if result.validation else None}
     if result.ok:
-        return StepOutcome("completed", node, result.message, handoff=result.handoff, **extra)
+        commits = store.read(delivery).get_step(node).commits
+        return StepOutcome("completed", node, result.message, handoff=result.handoff,
+                           commits=commits, **extra)
     if result.environment:
         return StepOutcome("environment", node, f"blocked: {result.summary}", **extra)
     if final:
@@ -157,7 +162,8 @@ def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
     name, d = step.name, state.phase
     if step.status == "completed":
         return StepOutcome("reused", name, "completed earlier; not re-run", step.attempts,
-                           handoff=step.handoff, validation=step.validation_report)
+                           handoff=step.handoff, validation=step.validation_report,
+                           drift=tuple(step_drift(store, step)), commits=step.commits)
     if step.status == "error":
         return StepOutcome("error", name, f"step `{name}` is in error since {step.failed_at}: "
                            f"{step.error_message}; fix the cause, then `specops resume {d} {name}`")

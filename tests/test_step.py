@@ -7,7 +7,7 @@ from specops_dag import delivery as ops
 from specops_dag.catalog import sha256_file
 from specops_dag.step import run_step
 
-from .conftest import DIAMOND, FAIL, WRITE_OUT, command_phase, write_tree
+from .conftest import DIAMOND, FAIL, command_phase, write_tree
 from .test_state import make_delivery
 
 FIRST = "workflow_defs/phases/p-a.yaml"

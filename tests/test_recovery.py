@@ -1,0 +1,148 @@
+"""Runs killed with SIGKILL at several points leave valid state; the next run re-runs only the
+interrupted step within its remaining budget, never a completed one, and no agent survives."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import git
+import psutil
+
+from specops_dag.state import Store
+
+from .agentic import AGENTIC, WRITE_NOTES, WRITE_REVIEW, replay
+from .conftest import VENV_BIN, write_tree
+from .githarness import WHO, git_harness
+from .test_definitions import job_execute, specops
+from .test_validation import FIXTURES, STANDIN
+
+
+def start_run(env: dict[str, str], root: Path, job: str) -> subprocess.Popen:
+    config = root.parent / "in_process.yaml"
+    config.write_text("execution:\n  config:\n    in_process: {}\n")
+    return subprocess.Popen(
+        [str(VENV_BIN / "dagster"), "job", "execute", "-m", "specops_dag.definitions", "-j", job,
+         "-c", str(config), "--tags", json.dumps({"dagster/partition": "d1"})],
+        env={**env, "SPECOPS_ROOT": str(root)}, cwd=root, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+
+
+def kill_when(proc: subprocess.Popen, ready: Callable[[], bool], limit_s: float = 60) -> None:
+    deadline = time.monotonic() + limit_s
+    while not ready():
+        assert proc.poll() is None, "the run ended before the kill point"
+        assert time.monotonic() < deadline, "the kill point never came"
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def survivors(marker: str) -> list[str]:
+    """Processes (not this test's) whose command line mentions `marker`, after a grace period."""
+    time.sleep(3)
+    me = os.getpid()
+    return [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline", "pid"])
+            if p.info["pid"] != me and marker in " ".join(p.info["cmdline"] or [])]
+
+
+def agentic_git_harness(tmp_path: Path, fixture: str | None = None) -> Path:
+    root = tmp_path / "harness"
+    if fixture:
+        shutil.copytree(FIXTURES / fixture, root)
+    write_tree(root, {**AGENTIC, ".gitignore": ".dagster_home/\n"})
+    repo = git.Repo.init(root, initial_branch="main")
+    repo.git.add(A=True)
+    repo.index.commit("initial", author=WHO, committer=WHO)
+    return root
+
+
+def test_a_run_killed_during_codex_resumes_the_interrupted_step_only(
+        tmp_path: Path, clean_env: dict[str, str]) -> None:
+    root = agentic_git_harness(tmp_path)
+    assert specops(clean_env, root, "new", "agentic", "d1", "--request", "x").returncode == 0
+    nodes = {"write": [[{"shell": "sleep 600", "sleep_s": 0}, {"hang": True}],
+                       [WRITE_NOTES, {"message": "written"}]],
+             "review": [[WRITE_REVIEW, {"message": "ok"}]]}
+    with replay(tmp_path, nodes) as server:
+        env = {**clean_env, "SPECOPS_REPLAY_URL": server.url,
+               "SPECOPS_CODEX_HOME": str(tmp_path / "codex-home")}
+        log = tmp_path / "requests.jsonl"
+        proc = start_run(env, root, "agentic_job")
+        kill_when(proc, lambda: log.exists() and log.read_text().count('"node": "write"') >= 2)
+        state = Store(root).read("d1")  # parses
+        assert [(s.name, s.status, s.attempts) for s in state.steps] == [
+            ("write", "running", 1), ("review", "pending", 0)]
+        assert survivors(str(root)) == []
+        run = job_execute(env, root, "agentic_job", "d1")
+    assert run.returncode == 0, run.stderr[-2000:]
+    state = Store(root).read("d1")
+    assert [(s.name, s.status, s.attempts) for s in state.steps] == [
+        ("write", "completed", 2), ("review", "completed", 1)]
+
+
+def test_a_run_killed_during_validation_resumes_within_the_budget(
+        tmp_path: Path, clean_env: dict[str, str]) -> None:
+    root = agentic_git_harness(tmp_path, "all-pass")
+    calls = tmp_path / "dotnet-calls.log"
+    env = {**clean_env, "PATH": f"{STANDIN}:{clean_env['PATH']}", "DOTNET_STANDIN_LOG": str(calls),
+           "DOTNET_STANDIN_ANSWERS": str(STANDIN / "answers/hang-build.yaml")}
+    assert specops(env, root, "new", "agentic", "d1", "--request", "x", "--validation",
+                   "full").returncode == 0
+    nodes = {"write": [[WRITE_NOTES, {"message": "done"}], [{"message": "nothing new"}]],
+             "review": [[WRITE_REVIEW, {"message": "ok"}]]}
+    with replay(tmp_path, nodes) as server:
+        env.update(SPECOPS_REPLAY_URL=server.url,
+                   SPECOPS_CODEX_HOME=str(tmp_path / "codex-home"))
+        proc = start_run(env, root, "agentic_job")
+        kill_when(proc, lambda: calls.exists() and "build" in calls.read_text())
+        assert Store(root).read("d1").get_step("write").status == "running"
+        assert survivors(str(STANDIN / "dotnet")) == []
+        env["DOTNET_STANDIN_ANSWERS"] = str(STANDIN / "answers/all-pass.yaml")
+        run = job_execute(env, root, "agentic_job", "d1")
+    assert run.returncode == 0, run.stderr[-2000:]
+    state = Store(root).read("d1")
+    assert [(s.name, s.status, s.attempts) for s in state.steps] == [
+        ("write", "completed", 2), ("review", "completed", 1)]
+    assert state.get_step("write").validation_report["stage"] == "test"
+
+
+def test_a_run_killed_between_the_two_commits_leaves_valid_state_and_resumes(
+        tmp_path: Path, clean_env: dict[str, str]) -> None:
+    from specops_dag.step import run_step
+
+    root, _ = git_harness(tmp_path)
+    calls = tmp_path / "calls.log"
+    env = {**clean_env, "CALLS": str(calls)}
+    assert specops(env, root, "new", "diamond", "d1", "--request", "x").returncode == 0
+    os.environ["CALLS"] = str(calls)
+    assert run_step(Store(root), "d1", "a").status == "completed"  # creates the worktree
+    marker = tmp_path / "in-post-commit"
+    # GitPython runs the worktree's own hooks: pause after b's product commit, before metadata.
+    hook = root / ".git/worktrees/d1/hooks/post-commit"
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text(f"#!/bin/sh\ngit log -1 --format=%s | grep -q 'b attempt 1: product' && "
+                    f"touch {marker} && exec sleep 617\nexit 0\n")
+    hook.chmod(0o755)
+    proc = start_run(env, root, "diamond_job")
+    kill_when(proc, marker.exists)
+    for p in psutil.process_iter(["cmdline"]):  # the hook's sleep: ours, ended by its PID
+        if (p.info["cmdline"] or [])[:2] == ["sleep", "617"]:
+            p.kill()
+    state = Store(root).read("d1")
+    assert {s.name: s.status for s in state.steps}["a"] == "completed"
+    assert {s.name: s.status for s in state.steps}["b"] == "running"
+    hook.unlink()
+    calls.write_text("")
+    run = job_execute(env, root, "diamond_job", "d1")
+    assert run.returncode == 0, run.stderr[-2000:]
+    state = Store(root).read("d1")
+    assert [(s.name, s.status) for s in state.steps] == [(n, "completed") for n in "abcd"]
+    assert "a" not in calls.read_text().split()
+    assert state.get_step("b").attempts == 2
