@@ -220,6 +220,17 @@ class _Loader:
                          "make the others `load: on-demand`")
         for i, skill in enumerate(skills):
             self.bind_skill(src, i, skill.id, skill.path)
+        execution = phase.execution
+        if execution.executor.kind == "evaluator":
+            if not execution.criteria:
+                p.append(f"{src.display}: execution.criteria: an evaluator phase needs at least "
+                         "one criterion `{id, description, threshold}` to score against")
+            if execution.sandbox not in (None, "read-only"):
+                p.append(f"{src.display}: execution.sandbox: an evaluator runs `read-only`, not "
+                         f"`{execution.sandbox}`; remove the key or set `read-only`")
+        elif execution.criteria:
+            p.append(f"{src.display}: execution.criteria: only an evaluator phase scores "
+                     f"criteria, this one runs `{execution.executor.kind}`; remove them")
         seen: dict[str, int] = {}
         for i, art in enumerate(phase.output.artifacts):
             where = f"{src.display}: output.artifacts[{i}]"

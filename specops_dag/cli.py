@@ -16,9 +16,11 @@ from pathlib import Path
 import click
 
 from . import delivery as ops
+from .budget import delivery_tokens, step_tokens
 from .catalog import definition_roots, load_catalog
 from .definition import Phase, SkillGraph, Workflow
 from .errors import DefinitionError, SpecopsError
+from .gates import gate_prompt
 from .prompt import dry_run
 from .state import Delivery, Store
 
@@ -88,10 +90,12 @@ def schema(kind: str | None) -> None:
               "`when: {platforms: [...]}` (repeatable).")
 @click.option("--validation", type=click.Choice(["full", "docs-only", "none"]),
               help="Override every step's validation mode (default: each phase's own).")
+@click.option("--budget-tokens", type=click.IntRange(min=1),
+              help="Token budget of the whole delivery (default: the workflow's budget).")
 @click.pass_context
 @fail_cleanly
 def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
-        validation) -> None:
+        validation, budget_tokens) -> None:
     """Create a delivery of WORKFLOW with id DELIVERY and register its Dagster partition."""
     request = read_request(request_text, request_file)
     catalog = load_catalog(definition_roots(ctx.obj), display_base=ctx.obj)
@@ -102,7 +106,8 @@ def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
         register_delivery(resolve_dagster_home(ctx.obj), delivery)
 
     state = ops.new_delivery(store_of(ctx), catalog, workflow, delivery, request, target,
-                             tuple(platforms), before_write=register, validation=validation)
+                             tuple(platforms), before_write=register, validation=validation,
+                             budget_tokens=budget_tokens)
     click.echo(f"created delivery {delivery} ({workflow}, {len(state.steps)} steps) in "
                f"phases/{delivery}/; run it with `specops run {delivery}`")
 
@@ -140,7 +145,11 @@ def status(ctx, delivery: str | None, as_json: bool) -> None:
         return
     ops.check_delivery_id(delivery)
     state = store.read(delivery)
-    report = {"runnable": ops.runnable_steps(state), "drift": ops.drift(store, state)}
+    report = {"runnable": ops.runnable_steps(state), "drift": ops.drift(store, state),
+              "gates": {s.name: gate_prompt(state, s) for s in state.steps
+                        if s.status == "blocked" and gate_prompt(state, s)},
+              "tokens": {"delivery": delivery_tokens(state), "budget": state.budget_tokens,
+                         "per_node": {s.name: step_tokens(s) for s in state.steps}}}
     if as_json:
         click.echo(json.dumps({**state.model_dump(by_alias=True), **report}, indent=2))
         return
@@ -154,15 +163,22 @@ def render_status(state: Delivery, report: dict) -> str:
         line = f"  {STATUS_MARK[s.status]} {s.step:>2} {s.name:<16} {s.status:<10}"
         if s.status == "completed":
             line += f" {len(s.handoff)} handoff(s), attempt {s.attempts}"
+        if s.usage:
+            line += f" [{step_tokens(s)} tokens]"
         if s.error_message:
             line += f" {s.error_message.splitlines()[0][:120]}"
             line += f"\n       next: fix the cause, then `specops resume {state.phase} {s.name}`"
         if s.blocked_reason:
             line += f" {s.blocked_reason}"
-            gate = s.blocked_reason.removeprefix("awaiting approval: ")
-            if gate != s.blocked_reason:
-                line += f"\n       next: `specops approve {state.phase} {gate} --note ...`"
+        ask = gate_prompt(state, s) if s.status == "blocked" else None
+        if ask:
+            line += f"\n       question: {ask['question']}"
+            if ask["look_at"]:
+                line += f"\n       look at: {', '.join(ask['look_at'])}"  # type: ignore[arg-type]
+            line += f"\n       next: `{ask['approve']}` (or `{ask['reject']}`)"
         lines.append(line)
+    budget = f" of {state.budget_tokens}" if state.budget_tokens else ""
+    lines.append(f"tokens: {delivery_tokens(state)}{budget}")
     if report["runnable"]:
         lines.append(f"next: `specops run {state.phase}` runs {', '.join(report['runnable'])}")
     lines += [f"drift: {d}" for d in report["drift"]]
@@ -209,7 +225,9 @@ def resume(ctx, delivery: str, node: str) -> None:
 def approve(ctx, delivery: str, gate: str, note: str, reject: bool) -> None:
     """Approve (or --reject) a human gate of a delivery."""
     ops.check_delivery_id(delivery)
-    decision = ops.approve(store_of(ctx), delivery, gate, note, reject)
+    from .gates import approve as decide
+
+    decision = decide(store_of(ctx), delivery, gate, note, reject)
     click.echo(f"{gate} {decision.decision} for {delivery} at {decision.at}")
 
 

@@ -70,12 +70,17 @@ class Node(Strict):
     context_files: list[str] = []
 
 
+class Budget(Strict):
+    tokens: int | None = Field(default=None, ge=1)
+
+
 class Workflow(Strict):
     kind: Literal["workflow"]
     id: Ident
     description: str = ""
     inputs: dict[Ident, Contract] = {}
     gates: Gates = Gates()
+    budget: Budget = Budget()  # tokens for the whole delivery
     nodes: list[Node] = Field(min_length=1)
     outputs: dict[Ident, OutputRef] = {}
 
@@ -108,8 +113,12 @@ class Skill(Strict):
     when: When | None = None
 
 
-class Budget(Strict):
-    tokens: int | None = Field(default=None, ge=1)
+class Criterion(Strict):
+    """An evaluator criterion: scored 0-10, it must reach `threshold` (a hard threshold)."""
+
+    id: Ident
+    description: str = Field(min_length=1)
+    threshold: int = Field(ge=1, le=10)
 
 
 class Execution(Strict):
@@ -122,6 +131,7 @@ class Execution(Strict):
     gates: Gates = Gates()
     budget: Budget = Budget()
     expects_product_change: bool = False  # no product change after exit 0 → a failed attempt
+    criteria: list[Criterion] = []  # evaluator phases only
 
 
 class Artifact(Strict):

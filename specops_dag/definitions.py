@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Literal
 
 import dagster as dg
 
@@ -17,8 +18,9 @@ from .codex import AgentSettings
 from .definition import Node, Workflow
 from .delivery import downstream_of, runnable_steps
 from .errors import SpecopsError
+from .gates import approve
 from .launch import PARTITIONS, job_name
-from .state import FileRef, Store
+from .state import Delivery, FileRef, Store
 from .step import StepOutcome, run_step
 
 deliveries = dg.DynamicPartitionsDefinition(name=PARTITIONS)
@@ -92,6 +94,7 @@ def materialization(outcome: StepOutcome, delivery: str) -> dg.MaterializeResult
         metadata["codex_thread_id"] = outcome.usage.thread_id or ""
         metadata["tokens"] = dg.MetadataValue.json(outcome.usage.model_dump(
             exclude={"attempt", "thread_id"}))
+    metadata.update({f"tokens_{k}": v for k, v in outcome.tokens.items()})
     if outcome.commits:
         metadata.update({f"commit/{k}": v or "" for k, v in outcome.commits.items()})
     return dg.MaterializeResult(metadata=metadata,
@@ -151,28 +154,77 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinitio
     return _node
 
 
-def nightly_schedule(job, catalog: Catalog
-                     ) -> dg.ScheduleDefinition:
+def run_request(state: Delivery, run_key: str) -> dg.RunRequest | None:
+    """A run of the delivery's runnable steps and their downstream, or None if nothing can run."""
+    ready = runnable_steps(state)
+    if not ready:
+        return None
+    names = {n for r in ready for n in downstream_of(state, r)}
+    keys = [dg.AssetKey([state.workflow, s.name]) for s in state.steps
+            if s.name in names and s.status != "completed"]
+    return dg.RunRequest(run_key=run_key, partition_key=state.phase, asset_selection=keys,
+                         tags={"specops/delivery": state.phase})
+
+
+def deliveries_of(instance: dg.DagsterInstance, store: Store, catalog: Catalog) -> list[Delivery]:
+    """Deliveries that are partitions of this instance and run a workflow of this location."""
+    known = set(instance.get_dynamic_partitions(PARTITIONS))
+    return [store.read(e.id) for e in store.read_index().deliveries
+            if e.id in known and e.workflow in catalog.workflows]
+
+
+def nightly_schedule(job, catalog: Catalog) -> dg.ScheduleDefinition:
     @dg.schedule(name="nightly", cron_schedule="0 2 * * *", job=job, execution_timezone="UTC")
     def nightly(context: dg.ScheduleEvaluationContext, specops: SpecopsResource):
         """One run per delivery with pending or interrupted steps and no closed gate in front."""
         day = context.scheduled_execution_time.strftime("%Y-%m-%d")
-        store = specops.store()
-        known = set(context.instance.get_dynamic_partitions(PARTITIONS))
-        for entry in store.read_index().deliveries:
-            if entry.id not in known or entry.workflow not in catalog.workflows:
-                continue
-            state = store.read(entry.id)
-            ready = runnable_steps(state)
-            if not ready:
-                continue
-            names = {n for r in ready for n in downstream_of(state, r)}
-            keys = [dg.AssetKey([state.workflow, s.name]) for s in state.steps
-                    if s.name in names and s.status != "completed"]
-            yield dg.RunRequest(run_key=f"{entry.id}:{day}", partition_key=entry.id,
-                                asset_selection=keys, tags={"specops/delivery": entry.id})
+        for state in deliveries_of(context.instance, specops.store(), catalog):
+            request = run_request(state, f"{state.phase}:{day}")
+            if request is not None:
+                yield request
 
     return nightly
+
+
+def approval_sensor(job, catalog: Catalog) -> dg.SensorDefinition:
+    @dg.sensor(name="gate_approvals", job=job, minimum_interval_seconds=30,
+               default_status=dg.DefaultSensorStatus.RUNNING)
+    def gate_approvals(context: dg.SensorEvaluationContext, specops: SpecopsResource):
+        """When an approval lands, launch the delivery's next nodes (once per approval)."""
+        for state in deliveries_of(context.instance, specops.store(), catalog):
+            approved = [a for a in state.approvals if a.decision == "approved"]
+            if approved:
+                last = approved[-1]
+                request = run_request(state, f"{state.phase}:{last.gate}:{last.at}")
+                if request is not None:
+                    yield request
+
+    return gate_approvals
+
+
+class ApproveGateConfig(dg.Config):
+    delivery: str
+    gate: str
+    decision: Literal["approved", "rejected"] = "approved"
+    note: str = ""
+
+
+@dg.op
+def decide_gate(context: dg.OpExecutionContext, config: ApproveGateConfig,
+                specops: SpecopsResource) -> None:
+    """Record a human decision on a delivery's gate (the Launchpad form of `specops approve`)."""
+    try:
+        approval = approve(specops.store(), config.delivery, config.gate, config.note,
+                           reject=config.decision == "rejected")
+    except SpecopsError as err:
+        raise dg.Failure(description=err.message, allow_retries=False) from err
+    context.log.info(f"{config.gate} {approval.decision} for {config.delivery} at {approval.at}"
+                     + (f" (revision {approval.revision})" if approval.revision else ""))
+
+
+@dg.job(name="approve_gate", description="Approve or reject a delivery's human gate.")
+def approve_gate_job() -> None:
+    decide_gate()
 
 
 def build_definitions(root: Path) -> dg.Definitions:
@@ -187,7 +239,9 @@ def build_definitions(root: Path) -> dg.Definitions:
                                   description="Every workflow's nodes; the nightly schedule "
                                   "selects one delivery's pending nodes per run.")
     return dg.Definitions(
-        assets=assets, jobs=[*jobs, all_job], schedules=[nightly_schedule(all_job, catalog)],
+        assets=assets, jobs=[*jobs, all_job, approve_gate_job],
+        schedules=[nightly_schedule(all_job, catalog)],
+        sensors=[approval_sensor(all_job, catalog)],
         resources={"specops": resource_from_env(root)})
 
 

@@ -24,10 +24,9 @@ from .catalog import (
     sha256_file,
     topological_order,
 )
-from .definition import GATE_NAMES, delivery_id_problem
+from .definition import delivery_id_problem
 from .errors import BlockedError, StateError, UsageError, WriteConflict
 from .state import (
-    Approval,
     BoundSkill,
     Delivery,
     Owner,
@@ -55,7 +54,7 @@ def check_delivery_id(delivery: str) -> None:
 def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str, request: str,
                  target: Path | None = None, platforms: tuple[str, ...] = (),
                  before_write: Callable[[], None] | None = None,
-                 validation: str | None = None) -> Delivery:
+                 validation: str | None = None, budget_tokens: int | None = None) -> Delivery:
     """Create `phases/<delivery>/` with its snapshot and pending steps, all or nothing.
 
     `before_write` runs once every input is validated and before any file is written (the CLI
@@ -82,6 +81,7 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
                               platforms, snapshot)
         for step in state.steps if validation else []:
             step.validation = validation
+        state.budget_tokens = budget_tokens or catalog.workflows[workflow_id].budget.tokens
         (staging / "request.md").write_text(request, encoding="utf-8")
         write_json_atomic(staging / "index.json", state.model_dump(by_alias=True))
         with store.lock(".index.lock", "phases/index.json"):
@@ -243,38 +243,17 @@ def resume(store: Store, delivery: str, node: str) -> Step:
 
 
 def gate_open(state: Delivery, gate: str) -> bool:
-    """A gate is open when its latest decision is an approval (one approval per gate name)."""
-    decisions = [a.decision for a in state.approvals if a.gate == gate]
-    return bool(decisions) and decisions[-1] == "approved"
+    """A gate is open when its latest decision is an approval (one approval per gate name); a
+    `risk` gate also needs that approval to be newer than the latest risk raised."""
+    decisions = [a for a in state.approvals if a.gate == gate]
+    if not decisions or decisions[-1].decision != "approved":
+        return False
+    raised = [r.raised_at for r in state.risks] if gate == "risk" else []
+    return not raised or decisions[-1].at >= max(raised)
 
 
 def closed_gates(state: Delivery, step: Step) -> list[str]:
     return [g for g in step.gates if not gate_open(state, g)]
-
-
-def approve(store: Store, delivery: str, gate: str, note: str = "",
-            reject: bool = False) -> Approval:
-    """Record a decision on a gate; an approval unblocks the steps that were waiting only on it."""
-    if gate not in GATE_NAMES:
-        raise UsageError(f"unknown gate `{gate}` (gates: {', '.join(GATE_NAMES)})")
-    with store.transaction(delivery) as state:
-        # external-write guards `specops run --push`, so every delivery has it.
-        used = list(dict.fromkeys([*(g for s in state.steps for g in s.gates),
-                                   "external-write"]))
-        if gate not in used:
-            raise UsageError(f"delivery `{delivery}` has no `{gate}` gate (its gates: "
-                             f"{', '.join(used) or 'none'})")
-        approval = Approval(gate=gate, decision="rejected" if reject else "approved", note=note,
-                            at=now_iso())
-        state.approvals.append(approval)
-        state.log(f"gate {approval.decision}", detail=f"{gate}: {note}" if note else gate)
-        for step in state.steps:
-            waiting = step.status == "blocked" and (step.blocked_reason or "").startswith(
-                "awaiting approval: ")
-            if waiting and not closed_gates(state, step):
-                move(state, step, "pending", "approve")
-                step.blocked_reason = step.blocked_at = None
-        return approval
 
 
 def runnable_steps(state: Delivery) -> list[str]:

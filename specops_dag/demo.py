@@ -18,6 +18,7 @@ import git
 from . import delivery as ops
 from .catalog import definition_roots, load_catalog
 from .codex import PACKAGE_ROOT
+from .gates import approve
 from .replay import ReplayServer, load_scenario
 from .state import Store
 
@@ -60,7 +61,7 @@ def create_demo_delivery(plan: DemoPlan, register: Callable[[], None]) -> None:
     ops.new_delivery(store, catalog, "quick-delivery", plan.delivery,
                      "Document how to use Calculator.Add for new contributors.",
                      before_write=register, validation=plan.validation)
-    ops.approve(store, plan.delivery, "target-write",
+    approve(store, plan.delivery, "target-write",
                 note="approved by `specops demo` (scripted replay agent)")
 
 

@@ -143,6 +143,15 @@ class Approval(Model):
     decision: Literal["approved", "rejected"]
     note: str = ""
     at: str
+    revision: int = 0  # > 0: this decision changed an earlier one on the same gate
+
+
+class Risk(Model):
+    """A `risk` gate raised at run time by an agent (a risk.md in its node folder) or a check."""
+
+    node: str
+    path: str
+    raised_at: str
 
 
 class Delivery(Model):
@@ -162,6 +171,8 @@ class Delivery(Model):
     steps: list[Step]
     history: list[Event] = []
     approvals: list[Approval] = []
+    risks: list[Risk] = []
+    budget_tokens: int | None = None  # the delivery's token budget (workflow or `new`)
 
     def get_step(self, name: str) -> Step:
         for step in self.steps:

@@ -15,6 +15,7 @@ from typing import Literal
 import git
 
 from . import gitflow
+from .budget import budget_spent, delivery_tokens, step_tokens, tokens
 from .catalog import Catalog
 from .codex import AgentSettings
 from .delivery import (
@@ -28,6 +29,7 @@ from .delivery import (
 )
 from .errors import UsageError, WriteConflict
 from .executor import AttemptResult, run_attempt
+from .gates import RISK_FILE, WAITING, block_reason, raise_risk
 from .prompt import MAX_ATTEMPTS, assemble_prompt
 from .state import Delivery, FileRef, Step, Store, Usage, move, now_iso
 
@@ -54,6 +56,7 @@ class StepOutcome:
     validation: dict | None = None  # the ValidationReport as metadata
     drift: tuple[str, ...] = ()  # consumed upstream handoffs whose hash changed since
     commits: dict[str, str | None] = field(default_factory=dict)
+    tokens: dict[str, int] = field(default_factory=dict)  # attempt / node / delivery totals
 
 
 def run_step(store: Store, delivery: str, node: str, workflow: str | None = None,
@@ -74,9 +77,10 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
              "attempt": step.attempts,
              "validation": result.validation.as_metadata() if result.validation else None}
     if result.ok:
-        commits = store.read(delivery).get_step(node).commits
+        after = store.read(delivery)
         return StepOutcome("completed", node, result.message, handoff=result.handoff,
-                           commits=commits, **extra)
+                           commits=after.get_step(node).commits,
+                           tokens=token_totals(after, node, result.usage), **extra)
     if result.environment:
         return StepOutcome("environment", node, f"blocked: {result.summary}", **extra)
     if final:
@@ -84,6 +88,11 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
                            f"spent: {result.summary}", **extra)
     return StepOutcome("failed", node, f"attempt {step.attempts}/{max_attempts} failed: "
                        f"{result.summary}", retryable=True, **extra)
+
+
+def token_totals(state: Delivery, node: str, usage: Usage | None) -> dict[str, int]:
+    return {"attempt": tokens(usage) if usage else 0,
+            "node": step_tokens(state.get_step(node)), "delivery": delivery_tokens(state)}
 
 
 def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
@@ -105,11 +114,12 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
         if catalog.phases[step.phase].execution.executor.kind != "command":
             # Validate context paths before any codex or git change (raises UsageError).
             assemble_prompt(store, state, step, catalog, workdir(store, state))
-        conflict = prepare_worktree(store, state, step)
-        if conflict:
+        block = budget_spent(state, step, catalog.phases[step.phase].execution.budget.tokens)
+        block = block or prepare_worktree(store, state, step)
+        if block:
             move(state, step, "blocked", "run")
-            step.blocked_reason, step.blocked_at = conflict, now_iso()
-            return StepOutcome("blocked", node, conflict)
+            step.blocked_reason, step.blocked_at = block, now_iso()
+            return StepOutcome("blocked", node, block)
         move(state, step, "running", "run")
         step.attempts += 1
         step.started_at = step.started_at or now_iso()
@@ -163,7 +173,8 @@ def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
     if step.status == "completed":
         return StepOutcome("reused", name, "completed earlier; not re-run", step.attempts,
                            handoff=step.handoff, validation=step.validation_report,
-                           drift=tuple(step_drift(store, step)), commits=step.commits)
+                           drift=tuple(step_drift(store, step)), commits=step.commits,
+                           tokens=token_totals(state, name, None))
     if step.status == "error":
         return StepOutcome("error", name, f"step `{name}` is in error since {step.failed_at}: "
                            f"{step.error_message}; fix the cause, then `specops resume {d} {name}`")
@@ -176,7 +187,7 @@ def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
             f"`{n}` is `{state.get_step(n).status}`" for n in not_done))
     reason = _block_reason(store, state, step)
     if step.status == "blocked":
-        if reason is None and not (step.blocked_reason or "").startswith("awaiting approval"):
+        if reason is None and not (step.blocked_reason or "").startswith(WAITING):
             return StepOutcome("blocked", name, f"{step.blocked_reason}; after fixing it, "
                                f"`specops resume {d} {name}`")
         if reason is not None:
@@ -199,7 +210,7 @@ def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
 def _block_reason(store: Store, state: Delivery, step: Step) -> str | None:
     gates = closed_gates(state, step)
     if gates:
-        return f"awaiting approval: {gates[0]}"
+        return block_reason(state, gates[0])
     missing = [ref.path for n in step.needs for ref in state.get_step(n).handoff.values()
                if not (store.root / ref.path).is_file()]
     if missing:
@@ -247,6 +258,9 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
         if result.validation is not None:
             step.validation_report = result.validation.as_metadata()
         if result.ok:
+            risk = store.delivery_dir(delivery) / node / RISK_FILE
+            if risk.is_file():
+                raise_risk(state, node, risk.relative_to(store.root).as_posix())
             if state.worktree:  # product first, so its SHA is in the metadata commit's state
                 step.commits = {"product": gitflow.commit_product(
                     workdir(store, state), delivery, node, step.attempts), "metadata": None}

@@ -143,9 +143,13 @@ def test_status_lists_deliveries_and_shows_steps_with_next_actions(
         "request: Add an RSS cache.",
         "  ✔  0 a                completed  1 handoff(s), attempt 0",
         "  ■  1 b                blocked    awaiting approval: target-write",
-        "       next: `specops approve d1 target-write --note ...`",
+        "       question: May the agent change the target repository now?",
+        "       look at: phases/d1/a/out.txt",
+        "       next: `specops approve d1 target-write --note ...` (or `specops approve d1 "
+        "target-write --reject --note ...`)",
         "  ·  2 c                pending   ",
         "  ·  3 d                pending   ",
+        "tokens: 0",
         "next: `specops run d1` runs c"]
     as_json = json.loads(specops(clean_env, diamond_root, "status", "d1", "--json").stdout)
     assert as_json["runnable"] == ["c"] and as_json["drift"] == []

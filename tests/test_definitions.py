@@ -68,9 +68,9 @@ def test_the_nightly_schedule_requests_one_run_per_delivery_with_runnable_steps(
     store = make_delivery(diamond_root, "fresh")
     make_delivery(diamond_root, "gated-done")
     make_delivery(diamond_root, "not-a-partition")
-    from specops_dag import delivery as ops
-    ops.approve(store, "fresh", "scope")
-    ops.approve(store, "gated-done", "scope")
+    from specops_dag import gates
+    gates.approve(store, "fresh", "scope")
+    gates.approve(store, "gated-done", "scope")
     for node in "abcd":
         complete(store, "gated-done", node)
     make_delivery(diamond_root, "waiting")  # scope gate not approved

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from specops_dag import delivery as ops
+from specops_dag import gates
 from specops_dag.catalog import definition_roots, load_catalog
 from specops_dag.errors import StateError, UsageError, WriteConflict
 from specops_dag.state import Delivery, FileRef, Store, move, now_iso
@@ -229,5 +230,5 @@ def test_gates_in_front_of_a_step_keep_it_from_being_runnable_until_approved(
     state = store.read("d1")
     assert state.get_step("b").gates == ["target-write"]
     assert ops.runnable_steps(state) == ["c"]
-    ops.approve(store, "d1", "target-write", note="looked at the plan")
+    gates.approve(store, "d1", "target-write", note="looked at the plan")
     assert ops.runnable_steps(store.read("d1")) == ["b", "c"]

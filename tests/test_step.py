@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from specops_dag import delivery as ops
+from specops_dag import gates
 from specops_dag.catalog import sha256_file
 from specops_dag.step import run_step
 
@@ -126,7 +127,7 @@ def test_an_unapproved_gate_blocks_the_step_until_approved(diamond_root: Path) -
     assert (blocked.status, blocked.message) == ("blocked", "awaiting approval: requirements")
     step = store.read("d1").get_step("b")
     assert (step.status, step.blocked_reason) == ("blocked", "awaiting approval: requirements")
-    ops.approve(store, "d1", "requirements", note="ok")
+    gates.approve(store, "d1", "requirements", note="ok")
     assert store.read("d1").get_step("b").status == "pending"
     assert run_step(store, "d1", "b").status == "completed"
 

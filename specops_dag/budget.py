@@ -1,0 +1,33 @@
+"""Token budgets per phase and per delivery (DESIGN §9), counted from codex's
+`turn.completed.usage` (cumulative per thread, one thread per attempt, so each attempt's usage
+is its own). When a budget is spent no further codex call is made. Pure functions over state.
+"""
+
+from __future__ import annotations
+
+from .state import Delivery, Step, Usage
+
+
+def tokens(usage: Usage) -> int:
+    return usage.input_tokens + usage.output_tokens
+
+
+def step_tokens(step: Step) -> int:
+    return sum(tokens(u) for u in step.usage)
+
+
+def delivery_tokens(state: Delivery) -> int:
+    return sum(step_tokens(s) for s in state.steps)
+
+
+def budget_spent(state: Delivery, step: Step, phase_tokens: int | None) -> str | None:
+    """Why no further call may be made for `step`, or None while both budgets last."""
+    used = step_tokens(step)
+    if phase_tokens is not None and used >= phase_tokens:
+        return (f"budget: step `{step.name}` used {used} of its {phase_tokens} tokens (phase "
+                f"`{step.phase}` budget.tokens); no further codex call is made")
+    total = delivery_tokens(state)
+    if state.budget_tokens is not None and total >= state.budget_tokens:
+        return (f"budget: delivery `{state.phase}` used {total} of its {state.budget_tokens} "
+                "tokens; no further codex call is made")
+    return None

@@ -1,0 +1,116 @@
+"""The six human confirmation points (seed 004): decisions, revisions of changed decisions, risks
+raised at run time, and what a person is asked at each gate. One approval never carries to the
+next gate; a changed decision never rewrites history: it opens a revision and reopens what
+consumed the old decision. Plain Python over the state store.
+"""
+
+from __future__ import annotations
+
+from .definition import GATE_NAMES
+from .delivery import closed_gates, downstream_of, gate_open, reopen
+from .errors import UsageError
+from .state import Approval, Delivery, Risk, Step, Store, move, now_iso
+
+QUESTIONS = {
+    "scope": "Is this the right workflow and scope for the request, and the right repository?",
+    "requirements": "Is the requirements specification correct and complete?",
+    "design": "Can this technical plan be the basis for development?",
+    "target-write": "May the agent change the target repository now?",
+    "risk": "Do you accept the risk the agent raised (or the evidence it had to omit)?",
+    "external-write": "May specops push or write to external systems?",
+}
+RISK_FILE = "risk.md"
+WAITING = ("awaiting approval: ", "rejected: ")
+
+
+def gates_of(state: Delivery) -> list[str]:
+    """Every gate of the delivery; external-write guards `specops run --push`, so all have it."""
+    return list(dict.fromkeys([*(g for s in state.steps for g in s.gates), "external-write"]))
+
+
+def approve(store: Store, delivery: str, gate: str, note: str = "",
+            reject: bool = False) -> Approval:
+    """Record a decision; approvals unblock steps waiting only on it, rejections keep them
+    blocked with the note, a changed decision is a revision that reopens its consumers."""
+    if gate not in GATE_NAMES:
+        raise UsageError(f"unknown gate `{gate}` (gates: {', '.join(GATE_NAMES)})")
+    with store.transaction(delivery) as state:
+        used = gates_of(state)
+        if gate not in used:
+            raise UsageError(f"delivery `{delivery}` has no `{gate}` gate (its gates: "
+                             f"{', '.join(used)})")
+        earlier = [a for a in state.approvals if a.gate == gate]
+        decision = "rejected" if reject else "approved"
+        changed = bool(earlier) and earlier[-1].decision != decision
+        approval = Approval(gate=gate, decision=decision, note=note, at=now_iso(),
+                            revision=(max(a.revision for a in earlier) + 1) if changed else 0)
+        state.approvals.append(approval)
+        state.log(f"gate {decision}", detail=f"{gate}: {note}" if note else gate)
+        consumers = [s.name for s in state.steps if gate in s.gates
+                     and s.status in ("completed", "running")] if changed else []
+        for step in state.steps:
+            if step.status == "blocked" and (step.blocked_reason or "").startswith(WAITING):
+                refresh_block(state, step)
+    for name in first_of_each_branch(store.read(delivery), consumers):
+        reopen(store, delivery, name, f"decision on gate `{gate}` changed to {decision}"
+               + (f": {note}" if note else ""))
+    return approval
+
+
+def refresh_block(state: Delivery, step: Step) -> None:
+    """Re-evaluate a step blocked at a gate: pending when every gate is open, else say why."""
+    closed = closed_gates(state, step)
+    if not closed:
+        move(state, step, "pending", "approve")
+        step.blocked_reason = step.blocked_at = None
+        return
+    step.blocked_reason = block_reason(state, closed[0])
+
+
+def block_reason(state: Delivery, gate: str) -> str:
+    decisions = [a for a in state.approvals if a.gate == gate]
+    if decisions and decisions[-1].decision == "rejected":
+        note = f": {decisions[-1].note}" if decisions[-1].note else ""
+        return f"rejected: {gate}{note}"
+    return f"awaiting approval: {gate}"
+
+
+def first_of_each_branch(state: Delivery, names: list[str]) -> list[str]:
+    """The names not downstream of another name: reopening them reopens the rest."""
+    covered: set[str] = set()
+    out = []
+    for step in state.steps:
+        if step.name in names and step.name not in covered:
+            out.append(step.name)
+            covered |= set(downstream_of(state, step.name))
+    return out
+
+
+def raise_risk(state: Delivery, node: str, path: str) -> list[str]:
+    """A risk file appeared in `node`'s folder: its direct downstream must pass the risk gate."""
+    state.risks.append(Risk(node=node, path=path, raised_at=now_iso()))
+    gated = []
+    for step in state.steps:
+        if node in step.needs and "risk" not in step.gates:
+            step.gates.append("risk")
+            gated.append(step.name)
+    state.log("risk raised", node, f"{path}; gated: {', '.join(gated) or 'nothing downstream'}")
+    return gated
+
+
+def gate_prompt(state: Delivery, step: Step) -> dict[str, object] | None:
+    """For `specops status`: the question at the first closed gate, what to read, the command."""
+    closed = closed_gates(state, step)
+    if not closed:
+        return None
+    gate = closed[0]
+    if gate == "scope":
+        look = [f"phases/{state.phase}/request.md"]
+    elif gate == "risk":
+        look = [r.path for r in state.risks]
+    else:
+        look = [ref.path for n in step.needs for ref in state.get_step(n).handoff.values()]
+    return {"gate": gate, "question": QUESTIONS[gate], "look_at": look,
+            "approve": f"specops approve {state.phase} {gate} --note ...",
+            "reject": f"specops approve {state.phase} {gate} --reject --note ...",
+            "open": gate_open(state, gate)}

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from specops_dag.catalog import definition_roots, load_catalog
+from specops_dag.delivery import new_delivery
+from specops_dag.state import Store
+from specops_dag.step import run_step
+
+from .agentic import agentic_root, replay, settings_for
+from .test_prompt import specops
+
+IDLE = {"message": "thinking, no file written"}
+
+
+def requests_made(tmp_path: Path) -> int:
+    return len((tmp_path / "requests.jsonl").read_text().splitlines())
+
+
+def test_a_spent_phase_budget_blocks_the_step_before_another_call(tmp_path: Path) -> None:
+    root = agentic_root(tmp_path)
+    phase = root / "workflow_defs/phases/c-write.yaml"
+    phase.write_text(phase.read_text().replace("  idle_timeout_s: 30",
+                                               "  idle_timeout_s: 30\n  budget: {tokens: 2000}"))
+    store = Store(root)
+    new_delivery(store, load_catalog(definition_roots(root), display_base=root), "agentic", "d1",
+                 "x")
+    with replay(tmp_path, {"write": [[IDLE], [IDLE], [IDLE]]}) as server:
+        outcomes = [run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+                    for _ in range(3)]
+    assert [o.status for o in outcomes] == ["failed", "failed", "blocked"]
+    assert outcomes[2].message == ("budget: step `write` used 2400 of its 2000 tokens (phase "
+                                   "`c-write` budget.tokens); no further codex call is made")
+    assert requests_made(tmp_path) == 2
+    step = store.read("d1").get_step("write")
+    assert (step.status, step.blocked_reason) == ("blocked", outcomes[2].message)
+
+
+def test_a_spent_delivery_budget_blocks_every_further_call(tmp_path: Path) -> None:
+    root = agentic_root(tmp_path)
+    store = Store(root)
+    new_delivery(store, load_catalog(definition_roots(root), display_base=root), "agentic", "d1",
+                 "x", budget_tokens=1000)
+    with replay(tmp_path, {"write": [[IDLE], [IDLE]]}) as server:
+        first = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+        second = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert (first.status, second.status) == ("failed", "blocked")
+    assert second.message == ("budget: delivery `d1` used 1200 of its 1000 tokens; no further "
+                              "codex call is made")
+    assert requests_made(tmp_path) == 1
+    status = json.loads(specops(root, "status", "d1", "--json").stdout)
+    assert status["tokens"] == {"delivery": 1200, "budget": 1000,
+                                "per_node": {"write": 1200, "review": 0}}
+    text = specops(root, "status", "d1").stdout.splitlines()
+    assert text[2].startswith("  ■  0 write            blocked    [1200 tokens] budget: ")
+    assert "tokens: 1200 of 1000" in text
