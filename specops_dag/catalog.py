@@ -280,6 +280,10 @@ class _Loader:
                 p.append(f"{d}: nodes[{i}].phase: unknown phase `{node.phase}` (known: "
                          f"{', '.join(sorted(self.phases))}); add workflow_defs/phases/"
                          f"{node.phase}.yaml or fix the id")
+            elif self.phases[node.phase].execution.executor.kind == "evaluator":
+                p.append(f"{d}: nodes[{i}].phase: `{node.phase}` is an evaluator phase; an "
+                         "evaluator judges a generator node: use `review: {phase: "
+                         f"{node.phase}, max_rounds: N}}` on that node instead")
             if node.review:
                 rp = self.phases.get(node.review.phase)
                 if rp is None or rp.execution.executor.kind != "evaluator":

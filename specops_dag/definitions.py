@@ -80,7 +80,17 @@ def handoff_check(outcome: StepOutcome) -> dg.AssetCheckResult:
                                metadata={"drifted": dg.MetadataValue.json(list(outcome.drift))})
 
 
-def materialization(outcome: StepOutcome, delivery: str) -> dg.MaterializeResult:
+def review_check(outcome: StepOutcome) -> dg.AssetCheckResult:
+    """`review`: the evaluator's verdict of the last round (read from its saved report)."""
+    review = outcome.review or {}
+    metadata = {k: dg.MetadataValue.json(v) if isinstance(v, list | dict) else v
+                for k, v in review.items() if v is not None}
+    return dg.AssetCheckResult(check_name="review", passed=review.get("verdict") == "PASS",
+                               metadata=metadata or {"note": "no review recorded"})
+
+
+def materialization(outcome: StepOutcome, delivery: str,
+                    reviewed: bool = False) -> dg.MaterializeResult:
     metadata: dict[str, object] = {
         "delivery": delivery,
         "handoffs": dg.MetadataValue.json({k: v.model_dump() for k, v in outcome.handoff.items()}),
@@ -97,8 +107,10 @@ def materialization(outcome: StepOutcome, delivery: str) -> dg.MaterializeResult
     metadata.update({f"tokens_{k}": v for k, v in outcome.tokens.items()})
     if outcome.commits:
         metadata.update({f"commit/{k}": v or "" for k, v in outcome.commits.items()})
-    return dg.MaterializeResult(metadata=metadata,
-                                check_results=[validation_check(outcome), handoff_check(outcome)],
+    checks = [validation_check(outcome), handoff_check(outcome)]
+    if reviewed:
+        checks.append(review_check(outcome))
+    return dg.MaterializeResult(metadata=metadata, check_results=checks,
                                 data_version=dg.DataVersion(data_version(outcome.handoff)))
 
 
@@ -128,7 +140,11 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinitio
                                        "each attempt (seed 001 §8)"),
                      dg.AssetCheckSpec("handoff_current", asset=dg.AssetKey([wf.id, node.id]),
                                        description="the consumed upstream handoffs are unchanged "
-                                       "and the node was not reopened")],
+                                       "and the node was not reopened"),
+                     *([dg.AssetCheckSpec("review", asset=dg.AssetKey([wf.id, node.id]),
+                                          description=f"evaluator `{node.review.phase}`, at most "
+                                          f"{node.review.max_rounds} rounds")]
+                       if node.review else [])],
     )
     def _node(context: dg.AssetExecutionContext, specops: SpecopsResource):
         delivery = context.partition_key
@@ -137,11 +153,11 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinitio
         except SpecopsError as err:
             raise dg.Failure(description=err.message, allow_retries=False) from err
         if outcome.status in ("completed", "reused"):
-            yield materialization(outcome, delivery)
+            yield materialization(outcome, delivery, reviewed=node.review is not None)
         elif outcome.status in ("blocked", "skipped"):
             context.log.warning(f"{node.id} of {delivery} {outcome.status}: {outcome.message}")
             # Every declared check must be yielded; no materialization → downstream skipped.
-            for check in ("validation", "handoff_current"):
+            for check in ("validation", "handoff_current", *(["review"] if node.review else [])):
                 yield dg.AssetCheckResult(check_name=check, passed=False,
                                           severity=dg.AssetCheckSeverity.WARN,
                                           metadata={"reason": outcome.message,

@@ -118,9 +118,11 @@ def freeze_snapshot(catalog: Catalog, workflow_id: str, into: Path,
         files.append(SnapshotFile(kind="skill-graph", id="graph", path=graph_src.display,
                                   sha256=sha256_file(graph_src.path), copy=copy.as_posix()))
     skills = {}
-    for node in catalog.workflows[workflow_id].nodes:
-        phase = catalog.phases[node.phase]
-        skills[node.phase] = [
+    wf = catalog.workflows[workflow_id]
+    phase_ids = [n.phase for n in wf.nodes] + [n.review.phase for n in wf.nodes if n.review]
+    for phase_id in dict.fromkeys(phase_ids):
+        phase = catalog.phases[phase_id]
+        skills[phase_id] = [
             BoundSkill(id=s.id, load=s.load, path=by_id[s.id].copy_path, sha256=by_id[s.id].sha256)
             for s in phase.execution.skills
             if s.when is None or set(s.when.platforms) & set(platforms)]

@@ -19,7 +19,14 @@ from .codex import AgentSettings, codex_argv, find_codex, redact, run_codex, sec
 from .delivery import workdir
 from .errors import ToolMissing
 from .process import run_process
-from .prompt import SUMMARY_LIMIT, assemble_prompt, failure_summary
+from .prompt import SUMMARY_LIMIT, assemble_prompt, failure_summary, read_list
+from .review import (
+    evaluator_prompt_section,
+    extract_review_block,
+    feedback_for_generator,
+    read_review,
+    save_report,
+)
 from .state import Delivery, FileRef, Step, Store, Usage, write_json_atomic
 from .validation import ValidationReport, validate_attempt
 
@@ -36,6 +43,8 @@ class AttemptResult:
     message: str = ""
     prompt_chars: int = 0
     validation: ValidationReport | None = None
+    review: dict | None = None  # the evaluator's verdict of this round, when the node has one
+    review_exhausted: bool = False
 
 
 def node_dir(store: Store, delivery: str, node: str) -> Path:
@@ -134,7 +143,99 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
         failure = run.failure(execution.timeout_s, execution.idle_timeout_s)
         return AttemptResult(False, failure_summary(redact(failure, secrets)), **common)
     verdict = verify(store, state, step, catalog)
+    if verdict.ok:
+        review = review_of(catalog, state, step)
+        if review is not None:
+            verdict = run_review(store, state, step, catalog, settings, verdict, *review)
     return replace(verdict, **common)
+
+
+def review_of(catalog: Catalog, state: Delivery, step: Step) -> tuple[str, int] | None:
+    node = next(n for n in catalog.workflows[state.workflow].nodes if n.id == step.name)
+    return (node.review.phase, node.review.max_rounds) if node.review else None
+
+
+def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
+               settings: AgentSettings, generated: AttemptResult, phase_id: str,
+               max_rounds: int) -> AttemptResult:
+    """One evaluator round (codex -s read-only, READ/TASK/REPORT) on the generator's work; the
+    verdict is read from the saved report file, never from the chat."""
+    phase = catalog.phases[phase_id]
+    folder = node_dir(store, state.phase, step.name)
+    repo = workdir(store, state)
+    round_no = step.attempts
+    lines = read_list(store, state, step, catalog) + [
+        f"{ref.path} (sha256 {ref.sha256}) — the generator's artifact `{art}`"
+        for art, ref in generated.handoff.items()]
+    if (folder / "validation").is_dir():
+        lines.append(f"phases/{state.phase}/{step.name}/validation/ — the validation logs and TRX")
+    skills = [f"- {s.load}: `{s.id}` phases/{state.phase}/{s.path} (sha256 {s.sha256})"
+              for s in state.snapshot.skills.get(phase_id, [])]
+    text = evaluator_prompt_section(phase.execution.criteria, step.name, lines, round_no,
+                                    max_rounds, skill_lines=skills)
+    agents = store.root / "AGENTS.md"
+    prompt = (agents.read_text(encoding="utf-8") + "\n\n" if agents.is_file() else "") + text
+    (folder / "reviews").mkdir(parents=True, exist_ok=True)
+    (folder / "reviews" / f"{step.name}-r{round_no}-prompt.md").write_text(prompt, "utf-8")
+    last = folder / "reviews" / "last-message.txt"
+    last.unlink(missing_ok=True)
+    argv = codex_argv(find_codex(settings, store.root), sandbox="read-only", workdir=repo,
+                      last_message=last, settings=settings, delivery=state.phase,
+                      node=f"{step.name}.review", idle_timeout_s=phase.execution.idle_timeout_s)
+    env = step_env(store, state, step)
+    if settings.replay_url:
+        env["CODEX_HOME"] = settings.codex_home or str(store.root / ".specops" / "codex-home")
+        Path(env["CODEX_HOME"]).mkdir(parents=True, exist_ok=True)
+    before = gitflow.product_changes(repo) if state.worktree else []
+    with tempfile.TemporaryDirectory(prefix=".review-", dir=folder) as scratch:
+        run = run_codex(argv, prompt, workdir=repo, env=env, timeout_s=phase.execution.timeout_s,
+                        idle_timeout_s=phase.execution.idle_timeout_s,
+                        stdout_path=Path(scratch) / "stdout.jsonl",
+                        stderr_path=Path(scratch) / "stderr.txt")
+    if run.environment_error:
+        return AttemptResult(False, run.environment_error, environment=True)
+    home = Path(env.get("CODEX_HOME") or Path.home() / ".codex")
+    denied = sandbox_denials(home, run.thread_id)
+    changed = sorted(set(gitflow.product_changes(repo)) - set(before)) if state.worktree else []
+    report = save_report(folder, step.name, round_no, extract_review_block(run.last_message),
+                         run.last_message)
+    review = read_review(report, phase.execution.criteria)
+    rel = report.relative_to(store.root).as_posix()
+    record = {"round": round_no, "verdict": review.verdict, "reason": review.reason,
+              "scores": review.scores, "report": rel, "sandbox_denials": denied,
+              "thread_id": run.thread_id}
+    if changed:
+        record.update(verdict="BLOCK", reason=f"the evaluator changed files: {', '.join(changed)}")
+    if not run.ok:
+        record.update(verdict="BLOCK", reason="the evaluator run failed: " + run.failure(
+            phase.execution.timeout_s, phase.execution.idle_timeout_s))
+    if record["verdict"] == "PASS":
+        return replace(generated, review=record)
+    feedback = feedback_for_generator(review, rel) if record["reason"] == review.reason else (
+        f"review round {round_no} blocked: {record['reason']}; read the full report at {rel}")
+    return AttemptResult(False, failure_summary(feedback), review=record,
+                         review_exhausted=round_no >= max_rounds)
+
+
+def sandbox_denials(codex_home: Path, thread_id: str | None) -> list[str]:
+    """Commands of the evaluator that the read-only sandbox refused, from the thread's rollout
+    file (`codex exec --json` emits no item for them); reported, never hidden."""
+    if not thread_id:
+        return []
+    calls: dict[str, str] = {}
+    denied: list[str] = []
+    for rollout in (codex_home / "sessions").glob(f"*/*/*/rollout-*-{thread_id}.jsonl"):
+        for line in rollout.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                payload = json.loads(line).get("payload") or {}
+            except (json.JSONDecodeError, AttributeError):
+                continue
+            if payload.get("type") == "function_call":
+                calls[str(payload.get("call_id"))] = str(payload.get("arguments"))
+            elif (payload.get("type") == "function_call_output"
+                  and "Read-only file system" in str(payload.get("output"))):
+                denied.append(calls.get(str(payload.get("call_id")), "(unknown command)"))
+    return list(dict.fromkeys(denied))
 
 
 def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> AttemptResult:

@@ -127,6 +127,7 @@ class Step(Model):
     base_commit: str | None = None
     commits: dict[str, str | None] = {}  # product / metadata SHAs of the completing attempt
     validation_report: dict | None = None
+    reviews: list[dict] = []  # evaluator rounds: round, verdict, reason, scores, report path
     gates: list[str] = []
     owner: Owner | None = None
 

@@ -57,6 +57,7 @@ class StepOutcome:
     drift: tuple[str, ...] = ()  # consumed upstream handoffs whose hash changed since
     commits: dict[str, str | None] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)  # attempt / node / delivery totals
+    review: dict | None = None  # the last evaluator round, for nodes with `review:`
 
 
 def run_step(store: Store, delivery: str, node: str, workflow: str | None = None,
@@ -70,10 +71,12 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
     step = state.get_step(node)
     started = time.monotonic()
     result = run_attempt(store, state, step, catalog, settings or AgentSettings())
-    final = result.ok or result.environment or step.attempts >= max_attempts
+    final = (result.ok or result.environment or result.review_exhausted
+             or step.attempts >= max_attempts)
     finish_attempt(store, delivery, node, result, final=final)
     took = round(time.monotonic() - started, 3)
     extra = {"usage": result.usage, "prompt_chars": result.prompt_chars, "duration_s": took,
+             "review": result.review,
              "attempt": step.attempts,
              "validation": result.validation.as_metadata() if result.validation else None}
     if result.ok:
@@ -83,6 +86,9 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
                            tokens=token_totals(after, node, result.usage), **extra)
     if result.environment:
         return StepOutcome("environment", node, f"blocked: {result.summary}", **extra)
+    if result.review_exhausted:
+        return StepOutcome("error", node, f"review: max_rounds {step.attempts} reached without "
+                           f"PASS: {result.summary}", **extra)
     if final:
         return StepOutcome("error", node, f"attempt {step.attempts}/{max_attempts} failed; budget "
                            f"spent: {result.summary}", **extra)
@@ -174,7 +180,8 @@ def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
         return StepOutcome("reused", name, "completed earlier; not re-run", step.attempts,
                            handoff=step.handoff, validation=step.validation_report,
                            drift=tuple(step_drift(store, step)), commits=step.commits,
-                           tokens=token_totals(state, name, None))
+                           tokens=token_totals(state, name, None),
+                           review=step.reviews[-1] if step.reviews else None)
     if step.status == "error":
         return StepOutcome("error", name, f"step `{name}` is in error since {step.failed_at}: "
                            f"{step.error_message}; fix the cause, then `specops resume {d} {name}`")
@@ -257,6 +264,8 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
             step.usage.append(result.usage)
         if result.validation is not None:
             step.validation_report = result.validation.as_metadata()
+        if result.review is not None:
+            step.reviews.append(result.review)
         if result.ok:
             risk = store.delivery_dir(delivery) / node / RISK_FILE
             if risk.is_file():

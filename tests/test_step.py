@@ -96,18 +96,19 @@ def test_a_command_past_its_deadline_is_killed_and_counts_as_an_attempt(tmp_path
     assert outcome.duration_s < 10
 
 
-def test_an_evaluator_phase_is_refused_as_not_available_and_nothing_changes(
-        tmp_path: Path) -> None:
-    store = make_delivery(with_phase_a(tmp_path, "", kind="evaluator"))
-    before = store.index_path("d1").read_bytes()
-    outcome = run_step(store, "d1", "a")
-    assert (outcome.status, outcome.retryable) == ("error", False)
-    assert outcome.message == ("executor not available: phase `p-a` uses `executor: {kind: "
-                               "evaluator}`, which this version of specops-dag cannot run yet; "
-                               "nothing was run and the step stays `pending`")
-    step = store.read("d1").get_step("a")
-    assert (step.status, step.attempts) == ("pending", 0)
-    assert before != b""
+def test_an_evaluator_phase_cannot_be_a_node_of_its_own(tmp_path: Path) -> None:
+    import pytest
+
+    from specops_dag.errors import DefinitionError
+
+    with pytest.raises(DefinitionError) as info:
+        make_delivery(with_phase_a(tmp_path, "", kind="evaluator"))
+    assert info.value.problems == [
+        "workflow_defs/phases/p-a.yaml: execution.criteria: an evaluator phase needs at least one "
+        "criterion `{id, description, threshold}` to score against",
+        "workflow_defs/workflows/diamond.yaml: nodes[0].phase: `p-a` is an evaluator phase; an "
+        "evaluator judges a generator node: use `review: {phase: p-a, max_rounds: N}` on that "
+        "node instead"]
 
 
 def test_a_step_whose_upstream_is_not_completed_is_skipped(diamond_root: Path) -> None:

@@ -1,0 +1,119 @@
+"""The generator ⇄ evaluator loop with the real codex CLI (the replay agent plays both)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from specops_dag.catalog import definition_roots, load_catalog
+from specops_dag.delivery import new_delivery
+from specops_dag.state import Store
+from specops_dag.step import run_step
+
+from .agentic import WRITE_NOTES, agentic_root, replay, settings_for
+from .conftest import write_tree
+
+EVALUATOR = """kind: phase
+id: c-eval
+input: {ports: {notes: {contract: notes}}}
+execution:
+  goal: Judge the notes.
+  executor: {kind: evaluator}
+  sandbox: read-only
+  timeout_s: 90
+  idle_timeout_s: 30
+  criteria:
+    - {id: complete, description: Every request item is covered, threshold: 8}
+    - {id: clear, description: A newcomer understands it, threshold: 6}
+  skills:
+    - {id: c-eval-skill, path: skills/c-eval-skill/SKILL.md, load: entry, required: true}
+validation: none
+"""
+
+
+def review_root(tmp_path: Path, max_rounds: int = 2) -> Store:
+    root = agentic_root(tmp_path)
+    write_tree(root, {"workflow_defs/phases/c-eval.yaml": EVALUATOR,
+                      "workflow_defs/skills/c-eval-skill/SKILL.md": "---\nname: c-eval-skill\n"
+                                                                   "---\nBe skeptical.\n"})
+    wf = root / "workflow_defs/workflows/agentic.yaml"
+    wf.write_text(wf.read_text().replace(
+        "{id: write, phase: c-write,",
+        f"{{id: write, phase: c-write, review: {{phase: c-eval, max_rounds: {max_rounds}}},"))
+    store = Store(root)
+    new_delivery(store, load_catalog(definition_roots(root), display_base=root), "agentic", "d1",
+                 "Write notes.")
+    return store
+
+
+def verdict(v: str, complete: int, clear: int) -> dict:
+    return {"message": f"Done.\n<<<REVIEW\nVERDICT: {v}\nSCORE complete: {complete} — checked\n"
+                       f"SCORE clear: {clear} — read it\n>>>"}
+
+
+def test_a_block_then_a_pass_completes_in_round_two_with_the_review_as_feedback(
+        tmp_path: Path) -> None:
+    store = review_root(tmp_path)
+    nodes = {"write": [[WRITE_NOTES, {"message": "v1"}], [WRITE_NOTES, {"message": "v2"}]],
+             "write.review": [[verdict("BLOCK", 5, 7)], [verdict("PASS", 9, 7)]]}
+    with replay(tmp_path, nodes) as server:
+        first = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+        second = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert (first.status, second.status) == ("failed", "completed")
+    assert first.message.startswith("attempt 1/3 failed: review round 1 blocked: the evaluator's "
+                                    "verdict is BLOCK; under threshold: complete 5/8; read the "
+                                    "full report at phases/d1/write/reviews/write-r1-report.md")
+    step = store.read("d1").get_step("write")
+    assert [(r["round"], r["verdict"]) for r in step.reviews] == [(1, "BLOCK"), (2, "PASS")]
+    assert step.reviews[1]["scores"] == {"complete": 9, "clear": 7}
+    report = store.root / "phases/d1/write/reviews/write-r1-report.md"
+    assert report.read_text().startswith("VERDICT: BLOCK")
+    second_generator = [json.loads(line) for line in
+                        (tmp_path / "requests.jsonl").read_text().splitlines()
+                        if json.loads(line)["node"] == "write"][2]
+    assert "review round 1 blocked" in json.dumps(second_generator["input"])
+    assert second.review["verdict"] == "PASS"
+
+
+def test_max_rounds_without_a_pass_is_an_error(tmp_path: Path) -> None:
+    store = review_root(tmp_path, max_rounds=2)
+    nodes = {"write": [[WRITE_NOTES, {"message": "v1"}], [WRITE_NOTES, {"message": "v2"}]],
+             "write.review": [[verdict("BLOCK", 5, 7)], [verdict("BLOCK", 6, 7)]]}
+    with replay(tmp_path, nodes) as server:
+        outcomes = [run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+                    for _ in range(2)]
+    assert [o.status for o in outcomes] == ["failed", "error"]
+    assert outcomes[1].message.startswith("review: max_rounds 2 reached without PASS: review "
+                                          "round 2 blocked: ")
+    assert store.read("d1").get_step("write").status == "error"
+
+
+def test_a_malformed_report_is_a_block_with_a_clear_reason(tmp_path: Path) -> None:
+    store = review_root(tmp_path)
+    nodes = {"write": [[WRITE_NOTES, {"message": "v1"}]],
+             "write.review": [[{"message": "Looks great to me!"}]]}
+    with replay(tmp_path, nodes) as server:
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert outcome.status == "failed"
+    step = store.read("d1").get_step("write")
+    assert step.reviews[0]["reason"] == ("malformed report: no <<<REVIEW … >>> block in the "
+                                         "evaluator's last message")
+    report = store.root / "phases/d1/write/reviews/write-r1-report.md"
+    assert report.read_text().splitlines()[0] == ("MALFORMED: no <<<REVIEW … >>> block in the "
+                                                  "evaluator's last message")
+
+
+def test_an_evaluator_that_tries_to_write_is_stopped_by_the_sandbox(tmp_path: Path) -> None:
+    store = review_root(tmp_path)
+    nodes = {"write": [[WRITE_NOTES, {"message": "v1"}]],
+             "write.review": [[{"shell": "echo pwned > hacked.txt"}, verdict("PASS", 9, 9)]]}
+    with replay(tmp_path, nodes) as server:
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert outcome.status == "completed"
+    assert not (store.root / "hacked.txt").exists()
+    log = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    after_write = [r for r in log if r["node"] == "write.review"][1]
+    output = json.dumps(after_write["input"][-1])
+    assert "Read-only file system" in output or "denied" in output.lower()
+    review = store.read("d1").get_step("write").reviews[0]
+    assert review["sandbox_denials"] == ['{"cmd": "echo pwned > hacked.txt"}']
