@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +23,9 @@ REPLAY_MODEL = "gpt-5.5"  # a bundled slug: full model metadata and the apply_pa
 NETWORK_LOOP = "waiting for network"
 NETWORK_LOOP_LIMIT = 3
 SECRET_SUFFIX = "_API_KEY"
+# (codex event, `specops hook` event, timeout s): safety on every tool call, state on prompts.
+HOOKS = (("PreToolUse", "pre-tool-use", 30), ("SessionStart", "session-start", 5),
+         ("UserPromptSubmit", "user-prompt-submit", 5))
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,18 @@ def toml_string(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
+def hook_overrides(python: str = sys.executable) -> list[str]:
+    """`-c hooks.<Event>=[...]` for the product's own hooks, run by this Python environment.
+    The executor vets these commands itself, hence `--dangerously-bypass-hook-trust`."""
+    out = []
+    for event, arg, timeout in HOOKS:
+        command = toml_string(f"{shlex.quote(python)} -m specops_dag.hook {arg}")
+        matcher = 'matcher=".*", ' if event == "PreToolUse" else ""
+        out += ["-c", f"hooks.{event}=[{{{matcher}hooks=[{{type=\"command\", "
+                      f"command={command}, timeout={timeout}}}]}}]"]
+    return out + ["--dangerously-bypass-hook-trust"]
+
+
 def codex_argv(codex_bin: str, *, sandbox: str, workdir: Path, last_message: Path,
                settings: AgentSettings, delivery: str, node: str, idle_timeout_s: int,
                add_dirs: tuple[Path, ...] = ()) -> list[str]:
@@ -72,7 +89,7 @@ def codex_argv(codex_bin: str, *, sandbox: str, workdir: Path, last_message: Pat
     argv = [codex_bin, "exec", "--json", "-s", sandbox, "-C", str(workdir), "-o", str(last_message),
             "--skip-git-repo-check",
             "-c", f'shell_environment_policy.exclude=["*{SECRET_SUFFIX}"]',
-            "-c", "check_for_update_on_startup=false"]
+            "-c", "check_for_update_on_startup=false", *hook_overrides()]
     for extra in add_dirs:
         argv += ["--add-dir", str(extra)]
     if settings.replay_url:

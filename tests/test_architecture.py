@@ -11,7 +11,10 @@ DOMAIN = ["specops_dag.definition", "specops_dag.catalog", "specops_dag.state",
           "specops_dag.delivery", "specops_dag.step", "specops_dag.process",
           "specops_dag.prompt", "specops_dag.errors", "specops_dag.launch", "specops_dag.cli",
           "specops_dag.codex", "specops_dag.replay", "specops_dag.executor",
-          "specops_dag.validation"]
+          "specops_dag.validation", "specops_dag.dotnet", "specops_dag.sdk", "specops_dag.trx",
+          "specops_dag.docs_only", "specops_dag.gitflow", "specops_dag.gates",
+          "specops_dag.budget", "specops_dag.review", "specops_dag.demo", "specops_dag.hook",
+          "specops_dag.policy", "specops_dag.shell", "specops_dag.tdd", "specops_dag.entry"]
 
 
 @pytest.mark.parametrize("module", DOMAIN)
@@ -52,3 +55,13 @@ def test_the_code_passes_ruff() -> None:
     result = subprocess.run([str(VENV_BIN / "ruff"), "check", "specops_dag", "tests",
                              "benchmarks"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout
+
+
+def test_the_pre_tool_use_hook_imports_no_heavy_module() -> None:
+    code = ("import sys, io, json; sys.stdin = io.StringIO(json.dumps({'tool_name': 'Bash', "
+            "'tool_input': {'command': 'ls'}})); from specops_dag.hook import main; main("
+            "['pre-tool-use']); print(sorted(m for m in ('dagster', 'pydantic', 'click', 'yaml', "
+            "'git') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=REPO, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"

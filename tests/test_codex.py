@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import psutil
 import pytest
 
 from specops_dag.catalog import definition_roots, load_catalog, sha256_file
-from specops_dag.codex import AgentSettings, codex_argv, find_codex
+from specops_dag.codex import AgentSettings, codex_argv, find_codex, hook_overrides
 from specops_dag.delivery import new_delivery
 from specops_dag.errors import ToolMissing
 from specops_dag.state import Store
@@ -43,12 +44,24 @@ def test_codex_argv_is_the_documented_command_line(tmp_path: Path) -> None:
         "/bin/codex", "exec", "--json", "-s", "workspace-write", "-C", str(tmp_path),
         "-o", str(tmp_path / "last.txt"), "--skip-git-repo-check",
         "-c", 'shell_environment_policy.exclude=["*_API_KEY"]',
-        "-c", "check_for_update_on_startup=false", "--ignore-user-config",
+        "-c", "check_for_update_on_startup=false", *hook_overrides(), "--ignore-user-config",
         "-c", "model_provider=specops_replay",
         "-c", 'model_providers.specops_replay={name="specops replay", base_url='
               '"http://127.0.0.1:9/d/d1/develop/v1", wire_api="responses", request_max_retries=0, '
               'stream_max_retries=0, stream_idle_timeout_ms=1200000}',
         "-m", "gpt-5.5", "-c", 'model_reasoning_effort="low"', "-"]
+
+
+def test_the_product_hooks_run_from_this_python_with_the_trust_bypass() -> None:
+    python = sys.executable
+    assert hook_overrides() == [
+        "-c", 'hooks.PreToolUse=[{matcher=".*", hooks=[{type="command", command="'
+              f'{python} -m specops_dag.hook pre-tool-use", timeout=30}}]}}]',
+        "-c", 'hooks.SessionStart=[{hooks=[{type="command", command="'
+              f'{python} -m specops_dag.hook session-start", timeout=5}}]}}]',
+        "-c", 'hooks.UserPromptSubmit=[{hooks=[{type="command", command="'
+              f'{python} -m specops_dag.hook user-prompt-submit", timeout=5}}]}}]',
+        "--dangerously-bypass-hook-trust"]
 
 
 def test_an_agent_that_writes_its_artifact_completes_with_registered_handoffs(
@@ -224,6 +237,8 @@ def test_a_codex_delivery_runs_through_dagster_with_retries_and_token_metadata(
         assert meta["tokens"].value == {"input_tokens": 2000, "cached_input_tokens": 0,
                                         "output_tokens": 400, "reasoning_output_tokens": 0}
         assert meta["prompt_chars"].value > 0
+        assert (meta["tokens_attempt"].value, meta["tokens_node"].value) == (2400, 3600)
+        assert meta["tokens_delivery"].value == 3600
 
 
 def test_a_bad_codex_option_is_an_environment_error_not_a_retry(tmp_path: Path) -> None:
