@@ -2,6 +2,7 @@
 .PHONY: bench test
 bench:
 	.venv/bin/python benchmarks/chain_overhead.py
+	.venv/bin/python benchmarks/hook_latency.py
 
 test:
 	.venv/bin/python -m pytest

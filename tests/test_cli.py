@@ -60,7 +60,8 @@ def test_schema_prints_json_schema_for_both_kinds(tmp_path: Path,
 
 NEW_ERRORS = [
     pytest.param(["new", "nope", "d2", "--request", "x"],
-                 "error: unknown workflow `nope` (known: diamond, full-delivery, quick-delivery); "
+                 "error: unknown workflow `nope` (known: diamond, full-delivery, plan-build-review, "
+                 "quick-delivery); "
                  "see `specops check`\n", id="unknown-workflow"),
     pytest.param(["new", "diamond", "../evil", "--request", "x"],
                  "error: delivery id `../evil` contains a path separator; use e.g. `rss-cache` or "
