@@ -3,6 +3,8 @@
 bench:
 	.venv/bin/python benchmarks/chain_overhead.py
 	.venv/bin/python benchmarks/hook_latency.py
+	.venv/bin/python benchmarks/definitions_load.py
+	.venv/bin/python benchmarks/cli_responsiveness.py
 
 test:
 	.venv/bin/python -m pytest
