@@ -25,7 +25,9 @@ if not BUILTIN_DEFS.is_dir():  # a wheel install ships them inside the package
     BUILTIN_DEFS = Path(__file__).resolve().parent / "builtin_defs"
 
 
+BUILTIN_REAL = BUILTIN_DEFS.resolve()
 BUILTIN_PREFIX = "built-in:workflow_defs/"
+FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: hundreds of files load fast
 
 
 @dataclass(frozen=True)
@@ -115,11 +117,19 @@ class _Loader:
         self.edges: list = []
         self.sources: dict[tuple[str, str], SourceFile] = {}
         self.edge_files: list[tuple[SourceFile, int]] = []
+        self.resolved: dict[Path, Path] = {}
 
     def display(self, root: Path, rel: str) -> str:
-        full = (root / rel).resolve()
-        if root.resolve() == BUILTIN_DEFS.resolve():
+        """How messages name a file: `built-in:workflow_defs/…`, relative to the harness root,
+        or absolute. Roots are resolved once: hundreds of files share a few roots."""
+        if root not in self.resolved:
+            self.resolved[root] = root.resolve()
+        real = self.resolved[root]
+        if real == BUILTIN_REAL:
             return f"{BUILTIN_PREFIX}{rel}"
+        full = real / rel
+        if ".." in rel or (full.is_symlink()):
+            full = full.resolve()
         if self.display_base and full.is_relative_to(self.display_base):
             return str(full.relative_to(self.display_base))
         return str(full)
@@ -143,7 +153,11 @@ class _Loader:
 
     def read_yaml(self, src: SourceFile) -> object | None:
         try:
-            data = yaml.safe_load(src.path.read_text(encoding="utf-8"))
+            text = src.path.read_text(encoding="utf-8")
+            try:
+                data = yaml.load(text, Loader=FAST_LOADER)
+            except yaml.YAMLError:  # re-read with the pure loader: its messages name the fix
+                data = yaml.safe_load(text)
         except UnicodeDecodeError:
             self.problems.append(f"{src.display}: not UTF-8 text; save the file as UTF-8")
             return None
