@@ -301,9 +301,12 @@ def run_delivery(root: Path, delivery: str, executor: str, timeout_s: float) -> 
     home = resolve_dagster_home(root)
     register_delivery(home, delivery)
     log_dir = store.delivery_dir(delivery) / "runs"
-    click.echo(f"running {job_name(state.workflow)} for {delivery} (DAGSTER_HOME={home}); "
-               f"log: {log_dir / 'dagster-run.err'}")
-    result = execute_job(root, home, state.workflow, delivery, executor, timeout_s, log_dir)
+    # One `specops run` per delivery at a time: a second one reports the conflict at once.
+    with Store(root, lock_timeout_s=0).lock(f"{delivery}/.run.lock",
+                                            f"delivery `{delivery}` (another `specops run`)"):
+        click.echo(f"running {job_name(state.workflow)} for {delivery} (DAGSTER_HOME={home}); "
+                   f"log: {log_dir / 'dagster-run.err'}")
+        result = execute_job(root, home, state.workflow, delivery, executor, timeout_s, log_dir)
     state = store.read(delivery)
     click.echo(render_status(state, {"runnable": ops.runnable_steps(state), "drift": []}))
     if result.timed_out:

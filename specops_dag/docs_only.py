@@ -12,7 +12,8 @@ from pathlib import Path, PurePosixPath
 
 import git
 
-BOOKKEEPING = {"index.json", "prompt.md", "request.md", "last-message.txt", ".lock"}
+BOOKKEEPING = {"index.json", "prompt.md", "request.md", "last-message.txt", ".lock",
+               ".run.lock"}
 STEP_OUTPUT = re.compile(r"step\d+-output\.json")
 
 

@@ -18,7 +18,7 @@ METADATA = ("phases", "docs/phase")
 WORKTREES = Path(".specops") / "worktrees"
 IDENTITY = git.Actor("specops", "specops@localhost")
 # Files of phases/<d>/ that are scratch, not metadata worth a commit.
-SCRATCH = {".lock", "runs", "validation", "last-message.txt"}
+SCRATCH = {".lock", ".run.lock", "runs", "validation", "last-message.txt"}
 
 
 class GitError(SpecopsError):
