@@ -5,6 +5,7 @@ bench:
 	.venv/bin/python benchmarks/hook_latency.py
 	.venv/bin/python benchmarks/definitions_load.py
 	.venv/bin/python benchmarks/cli_responsiveness.py
+	.venv/bin/python benchmarks/parallel_efficiency.py
 
 test:
 	.venv/bin/python -m pytest

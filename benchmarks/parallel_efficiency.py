@@ -1,0 +1,99 @@
+"""Parallel efficiency (issue #8): a diamond whose two middle nodes each run the real codex CLI
+against the replay agent for ~10 s. Prints, from one run each: multiprocess wall time / the
+critical path of agent time (target ≤ 1.3), and the speed-up over the in-process executor.
+Not a test: nothing asserts a time."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from specops_dag.replay import ReplayServer, Scenario  # noqa: E402
+
+NAP_S = 10.0
+NEEDS = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]}
+
+
+def phase(node: str) -> str:
+    ports = ", ".join(f"{n}: {{contract: c-{n}}}" for n in NEEDS[node]) or "req: {contract: req}"
+    return (f"kind: phase\nid: q-{node}\ninput: {{ports: {{{ports}}}}}\nexecution:\n"
+            f"  goal: Node {node}.\n  executor: {{kind: codex}}\n  skills:\n"
+            "    - {id: diamond, path: skills/diamond/SKILL.md, load: entry, required: true}\n"
+            f"output:\n  ports: {{out: {{contract: c-{node}}}}}\n  artifacts:\n"
+            "    - {id: out, path: out.md, required: true}\nvalidation: none\n")
+
+
+def harness(root: Path) -> None:
+    defs = root / "workflow_defs"
+    for folder in ("phases", "workflows", "skills/diamond"):
+        (defs / folder).mkdir(parents=True)
+    (defs / "skills/diamond/SKILL.md").write_text("Write out.md.\n")
+    nodes = []
+    for node, needs in NEEDS.items():
+        (defs / f"phases/q-{node}.yaml").write_text(phase(node))
+        inputs = ", ".join(f"{n}: {{node: {n}, output: out}}" for n in needs) or (
+            "req: {input: request}")
+        nodes.append(f"  - {{id: {node}, phase: q-{node}, needs: [{', '.join(needs)}], "
+                     f"inputs: {{{inputs}}}}}")
+    (defs / "workflows/quad.yaml").write_text(
+        "kind: workflow\nid: quad\ninputs: {request: {contract: req}}\nnodes:\n"
+        + "\n".join(nodes) + "\n")
+
+
+def run(env: dict[str, str], root: Path, delivery: str, executor: str, work: Path) -> float:
+    bin_dir = Path(sys.executable).parent
+    subprocess.run([str(bin_dir / "specops"), "new", "quad", delivery, "--request", "bench"],
+                   env=env, check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    config = work / f"{executor}.yaml"
+    config.write_text(f"execution:\n  config:\n    {executor}: {{}}\n")
+    started = time.monotonic()
+    subprocess.run([str(bin_dir / "dagster"), "job", "execute", "-m", "specops_dag.definitions",
+                    "-j", "quad_job", "-c", str(config), "--tags",
+                    json.dumps({"dagster/partition": delivery})], env=env, check=True,
+                   capture_output=True, stdin=subprocess.DEVNULL, cwd=root)
+    return time.monotonic() - started
+
+
+def agent_seconds(root: Path, delivery: str) -> dict[str, float]:
+    state = json.loads((root / "phases" / delivery / "index.json").read_text())
+    return {s["name"]: json.loads((root / "phases" / delivery / s["name"] /
+                                   f"step{s['step']}-output.json").read_text())["duration_s"]
+            for s in state["steps"]}
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="specops-par-bench-"))
+    try:
+        root = work / "harness"
+        harness(root)
+        write = {"shell": 'echo done > "$SPECOPS_NODE_DIR/out.md"'}
+        turns = {n: [[write, {"message": "done", "sleep_s": NAP_S if n in "bc" else 0}]] * 2
+                 for n in NEEDS}
+        server = ReplayServer(Scenario.model_validate({"nodes": turns})).start()
+        (work / "dh").mkdir()
+        (work / "dh/dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+        env = {**os.environ, "DAGSTER_HOME": str(work / "dh"), "SPECOPS_ROOT": str(root),
+               "SPECOPS_REPLAY_URL": server.url, "SPECOPS_CODEX_HOME": str(work / "codex")}
+        multi = run(env, root, "p-multi", "multiprocess", work)
+        single = run(env, root, "p-single", "in_process", work)
+        server.stop()
+        t = agent_seconds(root, "p-multi")
+        critical = t["a"] + max(t["b"], t["c"]) + t["d"]
+        print(f"diamond, middle agents ~{NAP_S:.0f} s: multiprocess {multi:.1f} s, critical path "
+              f"of agent time {critical:.1f} s, ratio {multi / critical:.2f} (target <= 1.3); "
+              f"in_process {single:.1f} s, speed-up {single / multi:.2f}x")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
