@@ -134,6 +134,9 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinitio
         kinds={phase.execution.executor.kind},
         description=phase.execution.goal,
         tags={"phase": node.phase},
+        # Agent nodes share the `codex` pool: `concurrency.pools` in dagster.yaml caps how many
+        # codex sessions run at once across all runs.
+        pool="codex" if phase.execution.executor.kind == "codex" else None,
         check_specs=[dg.AssetCheckSpec("validation", asset=dg.AssetKey([wf.id, node.id]),
                                        blocking=True,
                                        description=f"validation `{phase.validation}` after "
