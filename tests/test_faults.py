@@ -70,3 +70,49 @@ def test_parallel_branches_run_at_once_with_the_multiprocess_executor(
     (_, a_end), (d_start, _) = (
         json.loads((diamond_root / f"phases/d1/{n}/ran.json").read_text()) for n in "ad")
     assert a_end <= min(b_start, c_start) and d_start >= max(b_end, c_end)  # needs respected
+
+
+def test_runs_killed_at_random_points_never_lose_work_or_redo_completed_nodes(
+        tmp_path: Path, clean_env: dict[str, str]) -> None:
+    import os
+    import random
+    import signal
+
+    import git
+
+    from specops_dag.catalog import sha256_file
+
+    from .githarness import git_harness
+    from .test_definitions import job_execute
+    from .test_recovery import start_run, survivors
+
+    rng = random.Random(20261130)  # fixed seed: the same "random" points every run
+    cut_short = []
+    for trial in range(4):
+        root, _ = git_harness(tmp_path / f"t{trial}")
+        calls = tmp_path / f"calls-{trial}.log"
+        env = {**clean_env, "CALLS": str(calls)}
+        assert specops(env, root, "new", "diamond", "d1", "--request", "x").returncode == 0
+        proc = start_run(env, root, "diamond_job")
+        time.sleep(rng.uniform(0.5, 3.0))
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        before = Store(root).read("d1")  # always parses
+        done = {s.name for s in before.steps if s.status == "completed"}
+        cut_short.append(len(done) < 4)
+        calls.write_text("")
+        run = job_execute(env, root, "diamond_job", "d1")
+        assert run.returncode == 0, run.stderr[-2000:]
+        after = Store(root).read("d1")
+        assert after.status == "completed"
+        assert not done & set(calls.read_text().split()), (trial, done)  # never redone
+        for step in after.steps:  # no handoff lost
+            for ref in step.handoff.values():
+                assert sha256_file(root / ref.path) == ref.sha256
+            if step.name in done:
+                assert step.handoff == before.get_step(step.name).handoff
+        branch = git.Repo(root).heads["feat-d1"].commit
+        assert {f"src/{n}.txt" for n in "abcd"} <= {b.path for b in branch.tree.traverse()}
+        assert survivors(str(root)) == []
+    assert any(cut_short), cut_short  # the kills really landed mid-delivery
