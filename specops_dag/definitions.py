@@ -1,6 +1,7 @@
 """The Dagster front-end: builds `Definitions` from `workflow_defs/` (built-in plus the harness
 root's own). One asset per node, key `[workflow, node]`, deps from `needs`, one dynamic partition
-per delivery, one job per workflow, a nightly schedule.
+per delivery, `validation` / `handoff_current` / `review` checks, one job per workflow, the
+`nightly` schedule, the `approve_gate` job and the `gate_approvals` sensor.
 
 It translates only: every decision is made by `specops_dag.step.run_step` and the state store.
 """

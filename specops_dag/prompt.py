@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .catalog import BUILTIN_DEFS, Catalog, sha256_file
 from .definition import Phase
+from .delivery import owner_alive, snapshot_catalog, workdir
 from .errors import UsageError
 from .state import Delivery, Step, Store
 
@@ -202,8 +203,6 @@ def current_step(store: Store, state: Delivery, step: Step, catalog: Catalog,
 def dry_run(store: Store, delivery: str, node: str | None = None) -> tuple[Step, Prompt | None]:
     """The prompt the next attempt of `node` (default: the first pending or interrupted step)
     would get, or None for a command step. Reads only: no state, timestamps, git or files."""
-    from .delivery import owner_alive, snapshot_catalog, workdir
-
     state = store.read(delivery)
     if node is not None:
         step = state.get_step(node)
