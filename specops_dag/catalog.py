@@ -10,15 +10,18 @@ from __future__ import annotations
 import hashlib
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from .definition import Node, Phase, SkillGraph, Workflow
 from .errors import DefinitionError
+
+K = TypeVar("K", bound=Hashable)
 
 BUILTIN_DEFS = Path(__file__).resolve().parent.parent / "workflow_defs"
 if not BUILTIN_DEFS.is_dir():  # a wheel install ships them inside the package
@@ -303,7 +306,7 @@ class _Loader:
                 if rp is None or rp.execution.executor.kind != "evaluator":
                     p.append(f"{d}: nodes[{i}].review.phase: `{node.review.phase}` is not an "
                              "evaluator phase; name a phase with `executor: {kind: evaluator}`")
-        cycle = find_cycle(wf.nodes)
+        cycle = find_cycle({n.id: n.needs for n in wf.nodes})
         if cycle:
             p.append(f"{d}: nodes: cycle {' -> '.join(cycle)}; remove one of these needs")
             return
@@ -388,28 +391,29 @@ def relative_path_problem(rel: str) -> str | None:
     return None if depth > 0 else "names no file"
 
 
-def find_cycle(nodes: list[Node]) -> list[str] | None:
-    """The first cycle along `needs`, as node ids ending where they start, or None."""
-    needs = {n.id: [x for x in n.needs] for n in nodes}
-    color: dict[str, int] = {}
-    stack: list[str] = []
+def find_cycle(graph: Mapping[K, Iterable[K]]) -> list[K] | None:
+    """The first cycle of a directed graph (node → its edges; edges to nodes outside the graph
+    are ignored), as nodes ending where they start, or None. Used for `needs` and for the
+    .NET ProjectReference graph."""
+    color: dict[K, int] = {}
+    stack: list[K] = []
 
-    def visit(nid: str) -> list[str] | None:
-        color[nid] = 1
-        stack.append(nid)
-        for up in needs.get(nid, []):
-            if up not in needs:
+    def visit(node: K) -> list[K] | None:
+        color[node] = 1
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in graph:
                 continue
-            if color.get(up) == 1:
-                return stack[stack.index(up):] + [up]
-            if up not in color and (found := visit(up)):
+            if color.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in color and (found := visit(nxt)):
                 return found
         stack.pop()
-        color[nid] = 2
+        color[node] = 2
         return None
 
-    for n in nodes:
-        if n.id not in color and (found := visit(n.id)):
+    for node in graph:
+        if node not in color and (found := visit(node)):
             return found
     return None
 

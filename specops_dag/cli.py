@@ -146,8 +146,8 @@ def status(ctx, delivery: str | None, as_json: bool) -> None:
     ops.check_delivery_id(delivery)
     state = store.read(delivery)
     report = {"runnable": ops.runnable_steps(state), "drift": ops.drift(store, state),
-              "gates": {s.name: gate_prompt(state, s) for s in state.steps
-                        if s.status == "blocked" and gate_prompt(state, s)},
+              "gates": {s.name: ask for s in state.steps
+                        if s.status == "blocked" and (ask := gate_prompt(state, s))},
               "tokens": {"delivery": delivery_tokens(state), "budget": state.budget_tokens,
                          "per_node": {s.name: step_tokens(s) for s in state.steps}}}
     if as_json:

@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .catalog import find_cycle
 from .errors import ToolMissing
 from .process import ProcessResult, run_process
 from .sdk import check_global_json, sdk_satisfies
@@ -267,28 +268,6 @@ def evaluate_projects(run: Run, repo: Repo) -> None | ValidationReport:
     if cycle:
         return run.fail("evaluation", "ProjectReference cycle: " + " -> ".join(
             rel(run.root, c) for c in cycle))
-    return None
-
-
-def find_cycle(graph: dict[Path, list[Path]]) -> list[Path] | None:
-    state: dict[Path, int] = {}
-    stack: list[Path] = []
-
-    def visit(node: Path) -> list[Path] | None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in graph.get(node, []):
-            if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for node in graph:
-        if node not in state and (found := visit(node)):
-            return found
     return None
 
 

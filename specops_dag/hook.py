@@ -361,6 +361,8 @@ def fit(sections: list[tuple[str, str]], overflow: Path, shown: str) -> str:
     out = "\n".join(cap_section(text, SECTION_CAPS[name], shown) for name, text in sections)
     if out == full and len(full) <= TOTAL_CAP:
         return full
+    from .state import write_text_atomic  # the state hooks load the state models anyway
+
     write_text_atomic(overflow, full)
     if len(out) <= TOTAL_CAP:
         return out
@@ -375,20 +377,6 @@ def cap_section(text: str, cap: int, shown: str) -> str:
     head, _, closing = text.rpartition("\n")
     marker = f"\n[... cut at {cap:,} characters; the full context is in {shown}]\n{closing}"
     return head[:cap - len(marker)] + marker
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 if __name__ == "__main__":

@@ -5,16 +5,14 @@ verdict read back from that file under hard per-criterion thresholds. Never read
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
 from .errors import UsageError
+from .state import write_text_atomic
 
 OPEN, CLOSE = "<<<REVIEW", ">>>"
 MALFORMED = "MALFORMED: no <<<REVIEW … >>> block in the evaluator's last message"
@@ -213,18 +211,3 @@ def feedback_for_generator(review: Review, report_path: str) -> str:
                      "validation green, then finish the step as before; the next review round "
                      "evaluates the code afresh.")
     return "\n".join(lines)
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
