@@ -18,6 +18,7 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from . import fastyaml
 from .definition import Node, Phase, SkillGraph, Workflow
 from .errors import DefinitionError
 
@@ -30,7 +31,6 @@ if not BUILTIN_DEFS.is_dir():  # a wheel install ships them inside the package
 
 BUILTIN_REAL = BUILTIN_DEFS.resolve()
 BUILTIN_PREFIX = "built-in:workflow_defs/"
-FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: hundreds of files load fast
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,7 @@ class _Loader:
         self.sources: dict[tuple[str, str], SourceFile] = {}
         self.edge_files: list[tuple[SourceFile, int]] = []
         self.resolved: dict[Path, Path] = {}
+        self.skills_seen: dict[tuple[Path, str], tuple[bool, Path, str]] = {}
 
     def display(self, root: Path, rel: str) -> str:
         """How messages name a file: `built-in:workflow_defs/…`, relative to the harness root,
@@ -158,7 +159,7 @@ class _Loader:
         try:
             text = src.path.read_text(encoding="utf-8")
             try:
-                data = yaml.load(text, Loader=FAST_LOADER)
+                data = fastyaml.safe_load(text)
             except yaml.YAMLError:  # re-read with the pure loader: its messages name the fix
                 data = yaml.safe_load(text)
         except UnicodeDecodeError:
@@ -267,17 +268,26 @@ class _Loader:
             self.problems.append(f"{where}: `{rel}` {problem}; use a path under skills/ of the "
                                  "same workflow_defs folder")
             return
-        if not (src.root / rel).is_file():
-            self.problems.append(f"{where}: skill file not found: {self.display(src.root, rel)}; "
+        is_file, real, shown = self.skill_file(src.root, rel)
+        if not is_file:
+            self.problems.append(f"{where}: skill file not found: {shown}; "
                                  "create it or fix the path")
             return
         known = self.sources.get(("skill", skill_id))
-        if known and known.path.resolve() != (src.root / rel).resolve():
+        if known and self.skill_file(known.root, known.rel)[1] != real:
             self.problems.append(f"{where}: skill `{skill_id}` is bound to {known.display} "
                                  f"elsewhere; one skill id names one file, rename one of them")
             return
         self.sources.setdefault(("skill", skill_id), SourceFile(
-            "skill", skill_id, src.root, rel, self.display(src.root, rel)))
+            "skill", skill_id, src.root, rel, shown))
+
+    def skill_file(self, root: Path, rel: str) -> tuple[bool, Path, str]:
+        """(is a file, real path, display) of a skill path; hundreds of phases share a few."""
+        if (root, rel) not in self.skills_seen:
+            path = root / rel
+            self.skills_seen[(root, rel)] = (path.is_file(), path.resolve(),
+                                             self.display(root, rel))
+        return self.skills_seen[(root, rel)]
 
     def check_workflow(self, src: SourceFile, wf: Workflow) -> None:
         p, d = self.problems, src.display

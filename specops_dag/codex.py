@@ -15,7 +15,6 @@ from pathlib import Path
 
 from .errors import ToolMissing
 from .process import ProcessResult, run_process
-from .replay import provider_base_url
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 REPLAY_PROVIDER = "specops_replay"
@@ -93,6 +92,8 @@ def codex_argv(codex_bin: str, *, sandbox: str, workdir: Path, last_message: Pat
     for extra in add_dirs:
         argv += ["--add-dir", str(extra)]
     if settings.replay_url:
+        from .replay import provider_base_url  # the replay server's module only when replaying
+
         url = provider_base_url(settings.replay_url, delivery, node)
         # Codex's own stream idle timeout is set past ours so the product's watchdog decides.
         provider = (f'{{name="specops replay", base_url={toml_string(url)}, wire_api="responses", '

@@ -13,7 +13,6 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-import psutil
 import yaml
 
 from .catalog import (
@@ -186,6 +185,8 @@ def downstream_of(state: Delivery, node: str) -> list[str]:
 def owner_alive(owner: Owner | None) -> bool:
     if owner is None or owner.host != socket.gethostname():
         return False
+    import psutil  # loads on first use: `specops status` and the code location skip it
+
     try:
         return abs(psutil.Process(owner.pid).create_time() - owner.create_time) < 0.01
     except psutil.NoSuchProcess:
@@ -193,6 +194,8 @@ def owner_alive(owner: Owner | None) -> bool:
 
 
 def current_owner() -> Owner:
+    import psutil
+
     me = psutil.Process()
     return Owner(pid=me.pid, create_time=me.create_time(), host=socket.gethostname())
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
-import git
+if TYPE_CHECKING:
+    import git
 
 BOOKKEEPING = {"index.json", "prompt.md", "request.md", "last-message.txt", ".lock",
                ".run.lock"}
@@ -63,6 +65,8 @@ def docs_only_change(target: Path, base_commit: str | None, delivery: str) -> Do
     """Whether the change since `base_commit` may skip the build; `reason` says why (not)."""
     if not base_commit:
         return DocsDecision(False, "no base commit was recorded for the step")
+    import git  # GitPython loads on first use: the code location imports this module
+
     try:
         repo = git.Repo(target)
         paths = changed_paths(repo, base_commit)

@@ -10,15 +10,23 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import git
-
 from .errors import SpecopsError, WriteConflict
 
 METADATA = ("phases", "docs/phase")
 WORKTREES = Path(".specops") / "worktrees"
-IDENTITY = git.Actor("specops", "specops@localhost")
 # Files of phases/<d>/ that are scratch, not metadata worth a commit.
 SCRATCH = {".lock", ".run.lock", "runs", "validation", "last-message.txt"}
+
+
+def _git():
+    """GitPython, imported on first use: loading the code location or a fast command skips it."""
+    import git
+
+    return git
+
+
+def identity():
+    return _git().Actor("specops", "specops@localhost")
 
 
 class GitError(SpecopsError):
@@ -27,9 +35,9 @@ class GitError(SpecopsError):
 
 def is_repo(path: Path) -> bool:
     try:
-        git.Repo(path, search_parent_directories=False)
+        _git().Repo(path, search_parent_directories=False)
         return True
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+    except (_git().InvalidGitRepositoryError, _git().NoSuchPathError):
         return False
 
 
@@ -40,7 +48,7 @@ def branch_name(delivery: str) -> str:
 def ensure_worktree(target: Path, harness_root: Path, delivery: str) -> Path:
     """The delivery's worktree (created on first use from the target's HEAD, reused after)."""
     path = (harness_root / WORKTREES / delivery).resolve()
-    repo = git.Repo(target)
+    repo = _git().Repo(target)
     exclude = Path(repo.git_dir) / "info" / "exclude"
     rule = "/.specops/"
     if harness_root.resolve() == target.resolve() and rule not in _read(exclude):
@@ -56,7 +64,7 @@ def ensure_worktree(target: Path, harness_root: Path, delivery: str) -> Path:
             repo.git.worktree("add", str(path), branch)
         else:
             repo.git.worktree("add", "-b", branch, str(path), "HEAD")
-    except git.GitCommandError as err:
+    except _git().GitCommandError as err:
         raise WriteConflict(f"write conflict: cannot create the worktree of `{delivery}` at "
                             f"{path} on branch {branch}: {err.stderr.strip()}") from err
     return path
@@ -67,12 +75,12 @@ def _read(path: Path) -> str:
 
 
 def head(worktree: Path) -> str:
-    return git.Repo(worktree).head.commit.hexsha
+    return _git().Repo(worktree).head.commit.hexsha
 
 
 def product_changes(worktree: Path, since: str | None = None) -> list[str]:
     """Paths outside phases/ and docs/phase/ changed since `since` (default HEAD) or untracked."""
-    repo = git.Repo(worktree)
+    repo = _git().Repo(worktree)
     base = repo.commit(since or "HEAD")
     paths = {p for d in base.diff(None) for p in (d.a_path, d.b_path) if p}
     paths |= set(repo.untracked_files)
@@ -100,20 +108,20 @@ class StepCommits:
 
 def commit_product(worktree: Path, delivery: str, node: str, attempt: int) -> str | None:
     """Commit every change outside phases/ and docs/phase/; None when there is none."""
-    repo = git.Repo(worktree)
+    repo = _git().Repo(worktree)
     changed = product_changes(worktree)
     if not changed:
         return None
     repo.git.add("-A", "--", ".", *(f":(exclude){m}" for m in METADATA))
     commit = repo.index.commit(f"[{delivery}] {node} attempt {attempt}: product changes",
-                               author=IDENTITY, committer=IDENTITY)
+                               author=identity(), committer=identity())
     return commit.hexsha
 
 
 def commit_metadata(worktree: Path, delivery_dir: Path, delivery: str, node: str,
                     attempt: int) -> str | None:
     """Copy the delivery folder into the worktree and commit it with docs/phase/<d>/."""
-    repo = git.Repo(worktree)
+    repo = _git().Repo(worktree)
     dest = worktree / "phases" / delivery
     shutil.copytree(delivery_dir, dest, dirs_exist_ok=True,
                     ignore=lambda folder, names: [n for n in names
@@ -125,20 +133,20 @@ def commit_metadata(worktree: Path, delivery_dir: Path, delivery: str, node: str
     if not repo.index.diff("HEAD"):
         return None
     commit = repo.index.commit(f"[{delivery}] {node} attempt {attempt}: metadata",
-                               author=IDENTITY, committer=IDENTITY)
+                               author=identity(), committer=identity())
     return commit.hexsha
 
 
 def push(worktree: Path, delivery: str) -> str:
     """`git push origin feat-<delivery>` (never forced); returns git's summary of the push."""
-    repo = git.Repo(worktree)
+    repo = _git().Repo(worktree)
     branch = branch_name(delivery)
     if "origin" not in [r.name for r in repo.remotes]:
         raise GitError(f"cannot push {branch}: the target repository has no `origin` remote; "
                        "add one with `git remote add origin <url>`")
     try:
         results = repo.remote("origin").push(f"refs/heads/{branch}:refs/heads/{branch}")
-    except git.GitCommandError as err:
+    except _git().GitCommandError as err:
         raise GitError(f"git push origin {branch} failed: {err.stderr.strip()}") from err
     bad = [r for r in results if r.flags & (r.ERROR | r.REJECTED | r.REMOTE_REJECTED)]
     if bad or not results:

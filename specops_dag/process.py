@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from .errors import ToolMissing
 
 KILL_GRACE_S = 2.0
@@ -141,6 +139,8 @@ def _wait(proc: subprocess.Popen, started: float, deadline_s: float,
 
 def kill_tree(pid: int) -> None:
     """SIGTERM the process, its group and every descendant (snapshotted first), then SIGKILL."""
+    import psutil  # loads on first use: the code location and fast commands skip it
+
     try:
         root = psutil.Process(pid)
         victims = [root, *root.children(recursive=True)]

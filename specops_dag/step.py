@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import git
-
 from . import gitflow
 from .budget import budget_spent, delivery_tokens, step_tokens, tokens
 from .catalog import Catalog
@@ -167,6 +165,8 @@ def prepare_worktree(store: Store, state: Delivery, step: Step) -> str | None:
 
 def head_commit(target: Path) -> str | None:
     """The target repo's HEAD, the base a docs-only check diffs against; None outside git."""
+    import git  # GitPython loads on first use: the code location imports this module
+
     try:
         return git.Repo(target).head.commit.hexsha
     except (git.GitError, ValueError):

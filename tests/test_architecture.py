@@ -14,7 +14,8 @@ DOMAIN = ["specops_dag.definition", "specops_dag.catalog", "specops_dag.state",
           "specops_dag.validation", "specops_dag.dotnet", "specops_dag.sdk", "specops_dag.trx",
           "specops_dag.docs_only", "specops_dag.gitflow", "specops_dag.gates",
           "specops_dag.budget", "specops_dag.review", "specops_dag.demo", "specops_dag.hook",
-          "specops_dag.policy", "specops_dag.shell", "specops_dag.tdd", "specops_dag.entry"]
+          "specops_dag.policy", "specops_dag.shell", "specops_dag.tdd", "specops_dag.entry",
+          "specops_dag.fastyaml"]
 
 
 @pytest.mark.parametrize("module", DOMAIN)
@@ -23,6 +24,16 @@ def test_importing_a_domain_module_does_not_import_dagster(module: str) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, cwd=REPO, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_loading_the_code_location_leaves_gitpython_psutil_and_the_replay_server_unloaded(
+        tmp_path) -> None:
+    # Every Dagster process (code server, run, step) loads the location; these load on first use.
+    code = ("import sys, specops_dag.definitions; print(sorted(m for m in ('git', 'psutil', "
+            "'specops_dag.replay', 'specops_dag.demo') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("args", [["status"], ["status", "d1"], ["dry-run", "d1"],
