@@ -8,6 +8,7 @@ gets one `DefinitionError`. Reading only: nothing here writes a file.
 from __future__ import annotations
 
 import hashlib
+import re
 import types
 import typing
 from collections.abc import Hashable, Iterable, Mapping
@@ -19,7 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from . import fastyaml
-from .definition import Node, Phase, SkillGraph, Workflow
+from .definition import ID_PATTERN, Node, Phase, SkillGraph, Workflow
 from .errors import DefinitionError
 
 K = TypeVar("K", bound=Hashable)
@@ -111,6 +112,19 @@ def yaml_path(loc: Iterable[object]) -> str:
     return out or "(top level)"
 
 
+def id_fix(root: Path, rel: str, ident: str, stem: str) -> str:
+    """How to make a definition's id and file name agree, offering only fixes that can work."""
+    fixes = []
+    if not (root / rel).with_name(f"{ident}.yaml").exists():
+        fixes.append(f"rename the file to `{ident}.yaml`")
+    if re.fullmatch(ID_PATTERN, stem):
+        fixes.append(f"{'or ' if fixes else ''}change the id to `{stem}`")
+    if fixes:
+        return " ".join(fixes)
+    return (f"`{ident}.yaml` already exists and `{stem}` is not a valid id; remove this file or "
+            "give it a new id and a file name to match")
+
+
 class _Loader:
     def __init__(self, display_base: Path | None) -> None:
         self.display_base = display_base.resolve() if display_base else None
@@ -133,7 +147,10 @@ class _Loader:
             return f"{BUILTIN_PREFIX}{rel}"
         full = real / rel
         if ".." in rel or (full.is_symlink()):
-            full = full.resolve()
+            try:
+                full = full.resolve()
+            except (OSError, RuntimeError):  # a symlink loop: name the link itself
+                pass
         if self.display_base and full.is_relative_to(self.display_base):
             return str(full.relative_to(self.display_base))
         return str(full)
@@ -165,6 +182,10 @@ class _Loader:
         except UnicodeDecodeError:
             self.problems.append(f"{src.display}: not UTF-8 text; save the file as UTF-8")
             return None
+        except OSError as err:  # a folder, a symlink loop, unreadable
+            self.problems.append(f"{src.display}: cannot be read ({err.strerror}); make it a "
+                                 "readable YAML file or remove it")
+            return None
         except yaml.YAMLError as err:
             mark = getattr(err, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -172,8 +193,9 @@ class _Loader:
             self.problems.append(f"{src.display}: invalid YAML{where}: {reason}; fix the syntax")
             return None
         if not isinstance(data, dict):
+            got = "an empty file" if data is None else yaml_kind(data)
             self.problems.append(f"{src.display}: (top level): expected a mapping of keys, "
-                                 f"got {type(data).__name__}; start the file with `kind: ...`")
+                                 f"got {got}; start the file with `kind: ...`")
             return None
         return data
 
@@ -200,8 +222,7 @@ class _Loader:
             return
         if parsed.id != stem:
             self.problems.append(f"{src.display}: id: `{parsed.id}` does not match the file "
-                                 f"name `{stem}`; rename the file to `{parsed.id}.yaml` or the "
-                                 f"id to `{stem}`")
+                                 f"name `{stem}`; {id_fix(root, rel, parsed.id, stem)}")
             return
         table = self.workflows if kind == "workflow" else self.phases
         if parsed.id in table:
@@ -350,6 +371,11 @@ class _Loader:
                              f"`{wf.inputs[ref.input].contract}`, phase `{node.phase}` port "
                              f"`{port}` expects `{want}`; make the contracts match")
                 continue
+            known = [n.id for n in wf.nodes]
+            if ref.node not in known:
+                p.append(f"{where}.node: unknown node `{ref.node}` (known: {', '.join(known)}); "
+                         "name an upstream node of this workflow")
+                continue
             if ref.node not in upstream:
                 p.append(f"{where}.node: `{ref.node}` is not upstream of `{node.id}` (upstream: "
                          f"{', '.join(sorted(upstream)) or 'none'}); add `{ref.node}` to "
@@ -473,7 +499,22 @@ def format_error(model: type[BaseModel], err: dict) -> str:
     if kind == "string_pattern_mismatch":
         msg = (f"`{err['input']}` is not a valid id; use lowercase letters, digits, `-` and `_`, "
                "starting with a letter or digit")
+    elif kind.endswith(("_type", "_parsing")):  # "Input should be a valid list": say what it was
+        msg = f"{msg}, got {yaml_kind(err['input'])}; fix the value"
     return f"{where}: {msg}"
+
+
+def yaml_kind(value: object) -> str:
+    """How a YAML value reads to the person who wrote it."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    shown = str(value) if len(str(value)) <= 40 else str(value)[:37] + "..."
+    kind = {bool: "true/false", int: "a number", float: "a number"}.get(type(value), "text")
+    return f"{kind} `{shown}`"
 
 
 def allowed_keys(model: type[BaseModel], loc: list[object]) -> list[str]:

@@ -186,7 +186,7 @@ def delivery_id_problem(delivery: str) -> str | None:
         return "contains `..`"
     if delivery.endswith((".", ".lock")):
         return "ends with `.` or `.lock`, which git refuses in a branch name"
-    if not DELIVERY_ID_RE.match(delivery):
+    if not DELIVERY_ID_RE.fullmatch(delivery):
         return ("must be 1-64 characters of letters, digits, `.`, `_` or `-`, starting with a "
                 "letter or digit")
     return None

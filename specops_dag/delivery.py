@@ -50,6 +50,14 @@ def check_delivery_id(delivery: str) -> None:
                          "`2026-11-rss-cache`")
 
 
+def case_twin(store: Store, delivery: str) -> str | None:
+    """An existing delivery whose id differs from `delivery` only in case."""
+    if not store.phases.is_dir():
+        return None
+    return next((d.name for d in store.phases.iterdir() if d.is_dir() and d.name != delivery
+                 and d.name.casefold() == delivery.casefold()), None)
+
+
 def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str, request: str,
                  target: Path | None = None, platforms: tuple[str, ...] = (),
                  before_write: Callable[[], None] | None = None,
@@ -67,6 +75,11 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
     if store.exists(delivery) or store.delivery_dir(delivery).exists():
         raise UsageError(f"delivery `{delivery}` already exists (phases/{delivery}/); pick "
                          f"another id or see `specops status {delivery}`")
+    twin = case_twin(store, delivery)
+    if twin is not None:
+        raise UsageError(f"delivery `{delivery}` differs only in case from the existing delivery "
+                         f"`{twin}` (phases/{twin}/); their folders and `feat-` branches would "
+                         "collide on a case-insensitive file system, pick another id")
     repo_path = (target or store.root).resolve()
     if not repo_path.is_dir():
         raise UsageError(f"--target {target}: not a directory; pass the .NET repository to change")
@@ -82,6 +95,8 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
             step.validation = validation
         state.budget_tokens = budget_tokens or catalog.workflows[workflow_id].budget.tokens
         (staging / "request.md").write_text(request, encoding="utf-8")
+        (staging / ".lock").touch()  # the delivery's lock exists from the start: taking it
+        # later never changes the tree
         write_json_atomic(staging / "index.json", state.model_dump(by_alias=True))
         with store.lock(".index.lock", "phases/index.json"):
             if store.delivery_dir(delivery).exists():

@@ -102,6 +102,11 @@ def read_text(path: Path, shown: str) -> str:
         raise UsageError(f"{shown}: not UTF-8 text; save it as UTF-8 or remove it") from err
 
 
+def lexists(path: Path) -> bool:
+    """The path exists, as a file, folder or symlink (even a broken one)."""
+    return path.exists() or path.is_symlink()
+
+
 def context_paths(state: Delivery, step: Step, target: Path) -> list[str]:
     """Validated context paths, relative to the target repo, duplicates (notation, case) once."""
     where = f"phases/{state.phase}/index.json: steps[{step.step}].context_files"
@@ -112,6 +117,11 @@ def context_paths(state: Delivery, step: Step, target: Path) -> list[str]:
     seen: set[str] = set()
     files: set[str] = set()
     out: list[str] = []
+    spellings: dict[str, list[str]] = {}  # the list's spellings of a path, by case-folded form
+    for raw in step.context_files:
+        if raw.strip() and not os.path.isabs(raw) and not raw.startswith("~"):
+            norm = os.path.normpath(raw.replace("\\", "/"))
+            spellings.setdefault(norm.casefold(), []).append(norm)
     for i, raw in enumerate(step.context_files):
         here = f"{where}[{i}]: `{raw}`"
         if not raw.strip():
@@ -124,10 +134,19 @@ def context_paths(state: Delivery, step: Step, target: Path) -> list[str]:
         if norm.casefold() in seen:  # the same path written another way: included once
             continue
         seen.add(norm.casefold())
-        path = root / norm
-        if not path.exists() and not path.is_symlink():
-            raise UsageError(f"{here} not found in {root}; fix the path or remove it")
-        real = path.resolve()
+        try:
+            # Of the spellings differing only in case, the first that exists is the one read.
+            norm = next((s for s in spellings[norm.casefold()] if lexists(root / s)), norm)
+            path = root / norm
+            if not lexists(path):
+                raise UsageError(f"{here} not found in {root}; fix the path or remove it")
+            real = path.resolve()
+        except RuntimeError:  # Path.resolve on a cycle of symlinks
+            raise UsageError(f"{here} is a symlink loop; point the link at a file or remove "
+                             "it") from None
+        except OSError as err:  # too long a name, a permission denied on the way
+            raise UsageError(f"{here} cannot be used ({err.strerror}); fix the path or remove "
+                             "it") from None
         if not real.is_relative_to(root):
             raise UsageError(f"{here} resolves to {real}, outside the repository {root} (a "
                              "symlink); use a file inside the repository")

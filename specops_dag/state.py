@@ -255,6 +255,22 @@ def write_text_atomic(path: Path, text: str) -> None:
         os.close(dir_fd)
 
 
+def lock_holder(fd: int) -> int | None:
+    """The pid holding a flock on the open file `fd`, from Linux's /proc/locks; None elsewhere
+    or when no one holds it."""
+    st = os.fstat(fd)
+    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 5 and fields[1:3] == ["FLOCK", "ADVISORY"] and fields[5] == device:
+            return int(fields[4])
+    return None
+
+
 class Store:
     """The `phases/` folder of one harness root. Every write goes through `transaction`."""
 
@@ -299,10 +315,12 @@ class Store:
 
     @contextlib.contextmanager
     def lock(self, name: str, what: str) -> Iterator[None]:
+        """An exclusive flock on `phases/<name>`. Taking it never writes: a command that fails
+        under the lock leaves the tree byte-identical (the file is created once, empty)."""
         self.phases.mkdir(parents=True, exist_ok=True)
         path = self.phases / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
         try:
             deadline = time.monotonic() + self.lock_timeout_s
             while True:
@@ -311,13 +329,11 @@ class Store:
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
                         raise WriteConflict(
                             f"write conflict: {what} is being written by another process (pid "
-                            f"{holder}); nothing was changed, retry when it finishes") from None
+                            f"{lock_holder(fd) or '?'}); nothing was changed, retry when it "
+                            "finishes") from None
                     time.sleep(0.05)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, str(os.getpid()).encode(), 0)
             yield
         finally:
             os.close(fd)  # closing the descriptor releases the flock

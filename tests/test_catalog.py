@@ -136,7 +136,7 @@ BAD = [
         {"workflow_defs/workflows/other.yaml": diamond_with(
             "  - {id: a, phase: p-a, inputs: {request: {input: request}}}\n")},
         ["workflow_defs/workflows/other.yaml: id: `diamond` does not match the file name `other`; "
-         "rename the file to `diamond.yaml` or the id to `other`"],
+         "change the id to `other`"],
         id="id-not-file-stem"),
     pytest.param(
         {WF: "kind: workflow\nid: diamond\nnodes: [\n"},

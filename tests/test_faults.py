@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
 
-from specops_dag.state import Store
+from specops_dag.state import Store, lock_holder
 
 from .conftest import VENV_BIN, command_phase
 from .test_definitions import specops
@@ -17,6 +18,14 @@ SLEEP = ("[python3, -c, \"import os,pathlib,time,json; t=time.time(); "
          "time.sleep(float(os.environ.get('NAP', '0'))); d=os.environ['SPECOPS_NODE_DIR']; "
          "pathlib.Path(d,'ran.json').write_text(json.dumps([t, time.time()])); "
          "pathlib.Path(d,'out.txt').write_text('x')\"]")
+
+
+def run_lock_holder(lock: Path) -> int | None:
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        return lock_holder(fd)
+    finally:
+        os.close(fd)
 
 
 def sleepy_diamond(root: Path) -> None:
@@ -38,13 +47,14 @@ def test_a_second_run_of_the_same_delivery_reports_the_write_conflict(
                              stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     lock = diamond_root / "phases/d1/.run.lock"
     deadline = time.monotonic() + 30
-    while not (lock.exists() and lock.read_text().strip()):
+    while not (lock.exists() and run_lock_holder(lock) == first.pid):
         assert time.monotonic() < deadline
         time.sleep(0.05)
     second = specops(env, diamond_root, "run", "d1", "--executor", "in_process")
     assert second.returncode == 3
-    assert second.stderr.startswith("error: write conflict: delivery `d1` (another `specops "
-                                    "run`) is being written by another process (pid ")
+    assert second.stderr == (f"error: write conflict: delivery `d1` (another `specops run`) is "
+                             f"being written by another process (pid {first.pid}); nothing was "
+                             "changed, retry when it finishes\n")
     out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
     state = Store(diamond_root).read("d1")
@@ -74,7 +84,6 @@ def test_parallel_branches_run_at_once_with_the_multiprocess_executor(
 
 def test_runs_killed_at_random_points_never_lose_work_or_redo_completed_nodes(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
-    import os
     import random
     import signal
 
