@@ -117,10 +117,10 @@ def test_a_delivery_is_launched_and_inspected_from_the_dagster_ui(ui) -> None:
         page.goto(f"{base}/assets/quick-delivery/develop?partition={delivery}",
                   wait_until="domcontentloaded")
         expect(page.get_by_text("handoffs", exact=True)).to_be_visible(timeout=60_000)
-        body = page.locator("body").inner_text()
         for text in ("tokens_node", "codex_thread_id", "commit/metadata",
                      f"phases/{delivery}/develop/develop/changes.md", "quick-delivery / verify"):
-            assert text in body, text
+            # the lineage panel renders after the metadata: wait for each, do not read once
+            expect(page.locator("body")).to_contain_text(text, timeout=30_000)
         page.screenshot(path=str(ARTIFACTS / "ui-develop-metadata.png"), full_page=True)
         page.get_by_role("tab", name="Checks").click()
         expect(page.get_by_text("validation", exact=True).first).to_be_visible(timeout=30_000)
