@@ -351,6 +351,7 @@ class _Loader:
     def check_inputs(self, d: str, wf: Workflow, i: int, node: Node, upstream: set[str]) -> None:
         p = self.problems
         ports = self.phases[node.phase].input.ports
+        wf_nodes = [n.id for n in wf.nodes] if node.inputs else []
         for port in ports:
             if port not in node.inputs:
                 p.append(f"{d}: nodes[{i}].inputs: missing input `{port}` required by phase "
@@ -371,9 +372,8 @@ class _Loader:
                              f"`{wf.inputs[ref.input].contract}`, phase `{node.phase}` port "
                              f"`{port}` expects `{want}`; make the contracts match")
                 continue
-            known = [n.id for n in wf.nodes]
-            if ref.node not in known:
-                p.append(f"{where}.node: unknown node `{ref.node}` (known: {', '.join(known)}); "
+            if ref.node not in wf_nodes:
+                p.append(f"{where}.node: unknown node `{ref.node}` (known: {', '.join(wf_nodes)}); "
                          "name an upstream node of this workflow")
                 continue
             if ref.node not in upstream:
