@@ -8,6 +8,7 @@ gets one `DefinitionError`. Reading only: nothing here writes a file.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import re
 import types
 import typing
@@ -430,58 +431,62 @@ def relative_path_problem(rel: str) -> str | None:
 def find_cycle(graph: Mapping[K, Iterable[K]]) -> list[K] | None:
     """The first cycle of a directed graph (node → its edges; edges to nodes outside the graph
     are ignored), as nodes ending where they start, or None. Used for `needs` and for the
-    .NET ProjectReference graph."""
-    color: dict[K, int] = {}
-    stack: list[K] = []
-
-    def visit(node: K) -> list[K] | None:
-        color[node] = 1
-        stack.append(node)
-        for nxt in graph.get(node, ()):
-            if nxt not in graph:
-                continue
-            if color.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
-            if nxt not in color and (found := visit(nxt)):
-                return found
-        stack.pop()
-        color[node] = 2
-        return None
-
-    for node in graph:
-        if node not in color and (found := visit(node)):
-            return found
+    .NET ProjectReference graph. Depth-first without recursion: any size of graph."""
+    color: dict[K, int] = {}  # 1 = on the current path, 2 = done
+    for start in graph:
+        if start in color:
+            continue
+        color[start] = 1
+        path, edges = [start], [iter(graph.get(start, ()))]
+        while edges:
+            for nxt in edges[-1]:
+                if nxt not in graph:
+                    continue
+                if color.get(nxt) == 1:
+                    return path[path.index(nxt):] + [nxt]
+                if nxt not in color:
+                    color[nxt] = 1
+                    path.append(nxt)
+                    edges.append(iter(graph.get(nxt, ())))
+                    break
+            else:
+                color[path.pop()] = 2
+                edges.pop()
     return None
+
+
+def topological_order(nodes: list[Node]) -> list[Node]:
+    """Nodes ordered so every node comes after its needs; ties keep the file order (of the ready
+    nodes, the first in the file goes next). Needs naming no node are ignored; a node on a cycle
+    raises ValueError."""
+    index = {n.id: i for i, n in enumerate(nodes)}
+    waiting = [len({x for x in n.needs if x in index}) for n in nodes]
+    dependents: dict[str, list[int]] = {}
+    for i, n in enumerate(nodes):
+        for x in {x for x in n.needs if x in index}:
+            dependents.setdefault(x, []).append(i)
+    ready = [i for i, count in enumerate(waiting) if count == 0]
+    heapq.heapify(ready)
+    out: list[Node] = []
+    while ready:
+        node = nodes[heapq.heappop(ready)]
+        out.append(node)
+        for i in dependents.get(node.id, ()):
+            waiting[i] -= 1
+            if waiting[i] == 0:
+                heapq.heappush(ready, i)
+    if len(out) != len(nodes):
+        raise ValueError(f"needs cycle among {sorted({n.id for n in nodes} - {n.id for n in out})}")
+    return out
 
 
 def transitive_needs(nodes: list[Node]) -> dict[str, set[str]]:
     """node id → every node it (transitively) needs. Assumes no cycle."""
-    needs = {n.id: n.needs for n in nodes}
     memo: dict[str, set[str]] = {}
-
-    def up(nid: str) -> set[str]:
-        if nid not in memo:
-            memo[nid] = set()
-            for x in needs.get(nid, []):
-                if x in needs:
-                    memo[nid] |= {x} | up(x)
-        return memo[nid]
-
-    for n in nodes:
-        up(n.id)
+    for node in topological_order(nodes):
+        known = [x for x in node.needs if x in memo]
+        memo[node.id] = set(known).union(*(memo[x] for x in known))
     return memo
-
-
-def topological_order(nodes: list[Node]) -> list[Node]:
-    """Nodes ordered so every node comes after its needs; ties keep the file order."""
-    done: list[str] = []
-    pending = list(nodes)
-    while pending:
-        ready = next(n for n in pending if all(x in done for x in n.needs))
-        done.append(ready.id)
-        pending.remove(ready)
-    by_id = {n.id: n for n in nodes}
-    return [by_id[i] for i in done]
 
 
 def format_error(model: type[BaseModel], err: dict) -> str:
