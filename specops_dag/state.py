@@ -340,13 +340,17 @@ class Store:
 
     @contextlib.contextmanager
     def transaction(self, delivery: str) -> Iterator[Delivery]:
-        """Read under the delivery's lock, let the caller change it, write it back atomically."""
+        """Read under the delivery's lock, let the caller change it, write it back atomically
+        — only if it changed: a transaction that decides nothing (a completed step reused, a
+        step not runnable yet) leaves the files as they were."""
         if not self.exists(delivery):
             self.read(delivery)  # raises the "unknown delivery" error
         with self.lock(f"{delivery}/.lock", f"phases/{delivery}/index.json"):
             state = self.read(delivery)
+            before = state.model_dump(by_alias=True)
             yield state
-            self.write(state)
+            if state.model_dump(by_alias=True) != before:
+                self.write(state)
 
     def write(self, state: Delivery) -> None:
         state.status = derive_status(state.steps)

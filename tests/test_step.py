@@ -50,9 +50,13 @@ def test_a_completed_step_is_reported_reused_and_never_re_run(diamond_root: Path
     run_step(store, "d1", "a")
     out = diamond_root / "phases/d1/a/out.txt"
     out.write_text("edited by hand")
+    phases = diamond_root / "phases"
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in phases.rglob("*") if p.is_file()}
     again = run_step(store, "d1", "a")
     assert (again.status, again.message) == ("reused", "completed earlier; not re-run")
     assert out.read_text() == "edited by hand"
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in phases.rglob("*")
+            if p.is_file()} == before  # deciding "reused" writes nothing
     assert ops.drift(store, store.read("d1")) == []
     run_step(store, "d1", "b")
     out.write_text("edited again")
@@ -113,9 +117,12 @@ def test_an_evaluator_phase_cannot_be_a_node_of_its_own(tmp_path: Path) -> None:
 
 def test_a_step_whose_upstream_is_not_completed_is_skipped(diamond_root: Path) -> None:
     store = make_delivery(diamond_root)
+    index = store.index_path("d1")
+    before = (index.read_bytes(), index.stat().st_mtime_ns)
     outcome = run_step(store, "d1", "b")
     assert (outcome.status, outcome.message) == ("skipped", "upstream not completed: `a` is "
                                                             "`pending`")
+    assert (index.read_bytes(), index.stat().st_mtime_ns) == before
 
 
 def test_an_unapproved_gate_blocks_the_step_until_approved(diamond_root: Path) -> None:
