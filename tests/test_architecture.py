@@ -36,6 +36,16 @@ def test_loading_the_code_location_leaves_gitpython_psutil_and_the_replay_server
     assert out.stdout.strip() == "[]"
 
 
+def test_loading_the_code_location_freezes_its_definitions_and_leaves_the_collector_on(
+        tmp_path) -> None:
+    # The collector is paused while `defs` is built and the result frozen (see long_lived_build).
+    code = ("import gc; before = gc.get_freeze_count(); import specops_dag.definitions; "
+            "print(gc.isenabled(), gc.get_freeze_count() > before + 10_000)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path, check=True)
+    assert out.stdout.strip() == "True True"
+
+
 @pytest.mark.parametrize("args", [["status"], ["status", "d1"], ["dry-run", "d1"],
                                   ["dry-run", "d1", "write", "--json"]])
 def test_status_and_dry_run_run_without_importing_dagster(tmp_path, args) -> None:
