@@ -260,6 +260,7 @@ class _Loader:
                          "make the others `load: on-demand`")
         for i, skill in enumerate(skills):
             self.bind_skill(src, i, skill.id, skill.path)
+        self.check_context_files(f"{src.display}: context_files", phase.context_files)
         execution = phase.execution
         if execution.executor.kind == "evaluator":
             if not execution.criteria:
@@ -282,6 +283,19 @@ class _Loader:
             if problem:
                 p.append(f"{where}.path: `{art.path}` {problem}; use a path relative to the "
                          "node folder phases/<delivery>/<node>/")
+
+    def check_context_files(self, where: str, paths: list[str]) -> None:
+        """Context paths are read from the target repository: relative, inside it, a file."""
+        for i, rel in enumerate(paths):
+            problem = relative_path_problem(rel) if rel.strip() else "is empty"
+            if rel.startswith("~") or problem == "is absolute":
+                problem = "is absolute; use a path relative to the target repository"
+            elif problem == "escapes the phase folder":
+                problem = "leaves the target repository; use a path inside it"
+            elif problem is not None:
+                problem = f"{problem}; name a file of the target repository or remove the entry"
+            if problem:
+                self.problems.append(f"{where}[{i}]: `{rel}` {problem}")
 
     def bind_skill(self, src: SourceFile, index: int, skill_id: str, rel: str) -> None:
         where = f"{src.display}: execution.skills[{index}].path"
@@ -325,6 +339,7 @@ class _Loader:
             for j, need in enumerate(node.needs):
                 if need not in index:
                     p.append(f"{d}: nodes[{i}].needs[{j}]: unknown node `{need}` (known: {known})")
+            self.check_context_files(f"{d}: nodes[{i}].context_files", node.context_files)
             if node.phase not in self.phases:
                 p.append(f"{d}: nodes[{i}].phase: unknown phase `{node.phase}` (known: "
                          f"{', '.join(sorted(self.phases))}); add workflow_defs/phases/"

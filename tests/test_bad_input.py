@@ -18,7 +18,7 @@ from specops_dag.delivery import new_delivery
 from specops_dag.state import Store
 
 from .agentic import AGENTIC
-from .conftest import DIAMOND, VENV_BIN, write_tree
+from .conftest import DIAMOND, VENV_BIN, WRITE_OUT, command_phase, write_tree
 
 Setup = Callable[[Path], None]
 WF = "workflow_defs/workflows/diamond.yaml"
@@ -88,17 +88,21 @@ def diamond(files: dict[str, str | bytes] | None = None) -> Setup:
 
 
 def agentic(context_files: object) -> Setup:
-    """The codex harness whose `c-write` phase declares `context_files`, with delivery `d1`, a
-    symlink out of the repository and a Latin-1 file."""
+    """The codex harness with delivery `d1` whose first step's `context_files` in index.json
+    are `context_files` (as a hand edit would leave them: `specops check` already rejects
+    absolute and escaping paths in definitions), a symlink out of the repository and a Latin-1
+    file."""
     def setup(root: Path) -> None:
         write_tree(root, AGENTIC)
         write_files(root, {"docs/arch.md": "# Architecture\n",
                            "docs/latin1.md": "caf\xe9\n".encode("latin-1")})
         (root.parent / "outside.md").write_text("secret\n")
         (root / "docs/escape.md").symlink_to(root.parent / "outside.md")
-        phase = root / "workflow_defs/phases/c-write.yaml"
-        phase.write_text(phase.read_text() + f"context_files: {json.dumps(context_files)}\n")
         create(root, "agentic", "Write release notes.")
+        index = root / "phases/d1/index.json"
+        state = json.loads(index.read_text())
+        state["steps"][0]["context_files"] = context_files
+        index.write_text(json.dumps(state, indent=2))
     return setup
 
 
@@ -267,6 +271,19 @@ DEFINITIONS = [
          ["check"], 2, "workflow_defs/phases/p-x.yaml: execution.skills[0].path: `/etc/passwd` is "
          "absolute; use a path under skills/ of the same workflow_defs folder\n"
          + DONE.format(n=1)),
+    case("context-file-absolute-in-a-phase",
+         diamond({PHASE_A: command_phase("p-a", WRITE_OUT, {"request": "req"}, {"out": "a-out"})
+                  + "context_files: [/etc/passwd, ~/notes.md]\n"}), ["check"], 2,
+         f"{PHASE_A}: context_files[0]: `/etc/passwd` is absolute; use a path relative to the "
+         f"target repository\n{PHASE_A}: context_files[1]: `~/notes.md` is absolute; use a path "
+         "relative to the target repository\n" + DONE.format(n=2)),
+    case("context-file-outside-or-empty-on-a-node",
+         diamond({WF: nodes(NODE_A.replace(
+             "inputs", "context_files: ['../x.md', 'docs/..', ' '], inputs"))}), ["check"], 2,
+         f"{WF}: nodes[0].context_files[0]: `../x.md` leaves the target repository; use a path "
+         f"inside it\n{WF}: nodes[0].context_files[1]: `docs/..` names no file; name a file of "
+         f"the target repository or remove the entry\n{WF}: nodes[0].context_files[2]: ` ` is "
+         "empty; name a file of the target repository or remove the entry\n" + DONE.format(n=3)),
     case("new-on-invalid-yaml", diamond({WF: "kind: workflow\nid: diamond\nnodes: [\n"}),
          ["new", "diamond", "d2", "--request", "x"], 2, BAD_YAML_ERR),
     case("new-on-a-cycle", diamond({WF: CYCLE}), ["new", "diamond", "d2", "--request", "x"], 2,
