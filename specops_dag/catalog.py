@@ -367,7 +367,6 @@ class _Loader:
     def check_inputs(self, d: str, wf: Workflow, i: int, node: Node, upstream: set[str]) -> None:
         p = self.problems
         ports = self.phases[node.phase].input.ports
-        wf_nodes = [n.id for n in wf.nodes] if node.inputs else []
         for port in ports:
             if port not in node.inputs:
                 p.append(f"{d}: nodes[{i}].inputs: missing input `{port}` required by phase "
@@ -388,26 +387,26 @@ class _Loader:
                              f"`{wf.inputs[ref.input].contract}`, phase `{node.phase}` port "
                              f"`{port}` expects `{want}`; make the contracts match")
                 continue
-            if ref.node not in wf_nodes:
-                p.append(f"{where}.node: unknown node `{ref.node}` (known: {', '.join(wf_nodes)}); "
-                         "name an upstream node of this workflow")
-                continue
-            if ref.node not in upstream:
+            if ref.node not in upstream and any(n.id == ref.node for n in wf.nodes):
                 p.append(f"{where}.node: `{ref.node}` is not upstream of `{node.id}` (upstream: "
                          f"{', '.join(sorted(upstream)) or 'none'}); add `{ref.node}` to "
                          f"nodes[{i}].needs or take the input from an upstream node")
                 continue
-            got = self.check_output_ref(where, wf, ref.node, ref.output)
+            got = self.check_output_ref(where, wf, ref.node, ref.output,
+                                        fix="name an upstream node of this workflow")
             if got is not None and got != want:
                 p.append(f"{where}: contract mismatch: node `{ref.node}` output `{ref.output}` is "
                          f"`{got}`, phase `{node.phase}` port `{port}` expects `{want}`; make the "
                          "contracts match")
 
-    def check_output_ref(self, where: str, wf: Workflow, node_id: str, port: str) -> str | None:
+    def check_output_ref(self, where: str, wf: Workflow, node_id: str, port: str,
+                         fix: str = "") -> str | None:
+        """The contract of `node_id`'s output `port`; None (and a problem) if there is none."""
         node = next((n for n in wf.nodes if n.id == node_id), None)
         if node is None:
             self.problems.append(f"{where}.node: unknown node `{node_id}` (known: "
-                                 f"{', '.join(n.id for n in wf.nodes)})")
+                                 f"{', '.join(n.id for n in wf.nodes)})"
+                                 + (f"; {fix}" if fix else ""))
             return None
         phase = self.phases.get(node.phase)
         if phase is None:
@@ -475,10 +474,11 @@ def topological_order(nodes: list[Node]) -> list[Node]:
     nodes, the first in the file goes next). Needs naming no node are ignored; a node on a cycle
     raises ValueError."""
     index = {n.id: i for i, n in enumerate(nodes)}
-    waiting = [len({x for x in n.needs if x in index}) for n in nodes]
+    needs = [{x for x in n.needs if x in index} for n in nodes]
+    waiting = [len(known) for known in needs]
     dependents: dict[str, list[int]] = {}
-    for i, n in enumerate(nodes):
-        for x in {x for x in n.needs if x in index}:
+    for i, known in enumerate(needs):
+        for x in known:
             dependents.setdefault(x, []).append(i)
     ready = [i for i, count in enumerate(waiting) if count == 0]
     heapq.heapify(ready)

@@ -103,7 +103,8 @@ def read_text(path: Path, shown: str) -> str:
 
 
 def lexists(path: Path) -> bool:
-    """The path exists, as a file, folder or symlink (even a broken one)."""
+    """The path exists, as a file, folder or symlink (even a broken one). Unlike
+    `os.path.lexists`, a name the system refuses (too long) raises OSError instead of False."""
     return path.exists() or path.is_symlink()
 
 
@@ -118,10 +119,9 @@ def context_paths(state: Delivery, step: Step, target: Path) -> list[str]:
     files: set[str] = set()
     out: list[str] = []
     spellings: dict[str, list[str]] = {}  # the list's spellings of a path, by case-folded form
-    for raw in step.context_files:
-        if raw.strip() and not os.path.isabs(raw) and not raw.startswith("~"):
-            norm = os.path.normpath(raw.replace("\\", "/"))
-            spellings.setdefault(norm.casefold(), []).append(norm)
+    for raw in step.context_files:  # (absolute or empty ones never share a relative one's form)
+        norm = os.path.normpath(raw.replace("\\", "/"))
+        spellings.setdefault(norm.casefold(), []).append(norm)
     for i, raw in enumerate(step.context_files):
         here = f"{where}[{i}]: `{raw}`"
         if not raw.strip():

@@ -168,7 +168,7 @@ def head_commit(target: Path) -> str | None:
     import git  # GitPython loads on first use: the code location imports this module
 
     try:
-        return git.Repo(target).head.commit.hexsha
+        return gitflow.head(target)
     except (git.GitError, ValueError):
         return None
 

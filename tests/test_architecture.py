@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,12 +19,16 @@ DOMAIN = ["specops_dag.definition", "specops_dag.catalog", "specops_dag.state",
           "specops_dag.fastyaml"]
 
 
+def printed(code: str, cwd: Path, *args: str) -> str:
+    """What `python -c code` prints, in a fresh interpreter of this venv."""
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=60, cwd=cwd, check=True).stdout
+
+
 @pytest.mark.parametrize("module", DOMAIN)
 def test_importing_a_domain_module_does_not_import_dagster(module: str) -> None:
     code = f"import sys, {module}; print('dagster' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, cwd=REPO, check=True)
-    assert out.stdout.strip() == "False"
+    assert printed(code, REPO).strip() == "False"
 
 
 def test_loading_the_code_location_leaves_gitpython_psutil_and_the_replay_server_unloaded(
@@ -31,9 +36,7 @@ def test_loading_the_code_location_leaves_gitpython_psutil_and_the_replay_server
     # Every Dagster process (code server, run, step) loads the location; these load on first use.
     code = ("import sys, specops_dag.definitions; print(sorted(m for m in ('git', 'psutil', "
             "'specops_dag.replay', 'specops_dag.demo') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, cwd=tmp_path, check=True)
-    assert out.stdout.strip() == "[]"
+    assert printed(code, tmp_path).strip() == "[]"
 
 
 def test_loading_the_code_location_freezes_its_definitions_and_leaves_the_collector_on(
@@ -41,9 +44,7 @@ def test_loading_the_code_location_freezes_its_definitions_and_leaves_the_collec
     # The collector is paused while `defs` is built and the result frozen (see long_lived_build).
     code = ("import gc; before = gc.get_freeze_count(); import specops_dag.definitions; "
             "print(gc.isenabled(), gc.get_freeze_count() > before + 10_000)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60, cwd=tmp_path, check=True)
-    assert out.stdout.strip() == "True True"
+    assert printed(code, tmp_path).strip() == "True True"
 
 
 @pytest.mark.parametrize("args", [["status"], ["status", "d1"], ["dry-run", "d1"],
@@ -58,9 +59,7 @@ def test_status_and_dry_run_run_without_importing_dagster(tmp_path, args) -> Non
             "try:\n    main(['--root', sys.argv[1], *sys.argv[2:]])\n"
             "except SystemExit as e:\n    assert e.code in (0, None), e.code\n"
             "print('dagster' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code, str(root), *args], capture_output=True,
-                         text=True, timeout=60, check=True)
-    assert out.stdout.splitlines()[-1] == "False"
+    assert printed(code, tmp_path, str(root), *args).splitlines()[-1] == "False"
 
 
 def test_no_module_is_named_utils_helpers_or_common() -> None:
