@@ -28,7 +28,10 @@ from .state import Delivery, FileRef, Store
 from .step import StepOutcome, run_step
 
 deliveries = dg.DynamicPartitionsDefinition(name=PARTITIONS)
-ALL_JOB = "deliveries_job"
+# Dagster's implicit asset job: every asset of the location, what the UI's "Materialize" launches.
+# The nightly schedule targets it by name rather than declaring a second job over every node,
+# which would cost as much to load as all the workflow jobs together.
+ASSET_JOB = "__ASSET_JOB"
 FORKSERVER_PRELOAD = "specops_dag.forkserver"
 
 
@@ -221,8 +224,9 @@ def deliveries_of(instance: dg.DagsterInstance, store: Store, catalog: Catalog) 
             if e.id in known and e.workflow in catalog.workflows]
 
 
-def nightly_schedule(job, catalog: Catalog) -> dg.ScheduleDefinition:
-    @dg.schedule(name="nightly", cron_schedule="0 2 * * *", job=job, execution_timezone="UTC")
+def nightly_schedule(catalog: Catalog) -> dg.ScheduleDefinition:
+    @dg.schedule(name="nightly", cron_schedule="0 2 * * *", job_name=ASSET_JOB,
+                 execution_timezone="UTC")
     def nightly(context: dg.ScheduleEvaluationContext, specops: SpecopsResource):
         """One run per delivery with pending or interrupted steps and no closed gate in front."""
         day = context.scheduled_execution_time.strftime("%Y-%m-%d")
@@ -234,8 +238,10 @@ def nightly_schedule(job, catalog: Catalog) -> dg.ScheduleDefinition:
     return nightly
 
 
-def approval_sensor(job, catalog: Catalog) -> dg.SensorDefinition:
-    @dg.sensor(name="gate_approvals", job=job, minimum_interval_seconds=30,
+def approval_sensor(catalog: Catalog) -> dg.SensorDefinition:
+    # An asset selection, not a job: Dagster runs each request's assets in the implicit asset job.
+    @dg.sensor(name="gate_approvals", asset_selection=dg.AssetSelection.all(),
+               minimum_interval_seconds=30,
                default_status=dg.DefaultSensorStatus.RUNNING)
     def gate_approvals(context: dg.SensorEvaluationContext, specops: SpecopsResource):
         """When an approval lands, launch the delivery's next nodes (once per approval)."""
@@ -300,13 +306,9 @@ def build_definitions(root: Path) -> dg.Definitions:
         assets += wf_assets
         jobs.append(dg.define_asset_job(job_name(wf.id), selection=dg.AssetSelection.assets(
             *wf_assets), description=wf.description or None))
-    all_job = dg.define_asset_job(ALL_JOB, selection=dg.AssetSelection.assets(*assets),
-                                  description="Every workflow's nodes; the nightly schedule "
-                                  "selects one delivery's pending nodes per run.")
     return dg.Definitions(
-        assets=assets, jobs=[*jobs, all_job, approve_gate_job],
-        schedules=[nightly_schedule(all_job, catalog)],
-        sensors=[approval_sensor(all_job, catalog)],
+        assets=assets, jobs=[*jobs, approve_gate_job],
+        schedules=[nightly_schedule(catalog)], sensors=[approval_sensor(catalog)],
         resources={"specops": resource_from_env(root)}, executor=executor)
 
 

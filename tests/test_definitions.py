@@ -85,8 +85,17 @@ def test_the_nightly_schedule_requests_one_run_per_delivery_with_runnable_steps(
         requests = list(result.run_requests or [])
         assert [(r.partition_key, r.run_key, sorted(k.path[1] for k in r.asset_selection))
                 for r in requests] == [("fresh", "fresh:2026-12-01", ["a", "b", "c", "d"])]
-        for r in requests:
-            dg.validate_run_config(defs.resolve_job_def("deliveries_job"), r.run_config)
+        # The schedule targets Dagster's implicit asset job; the request runs there as the
+        # daemon would launch it.
+        schedule_job = defs.resolve_job_def(defs.resolve_schedule_def("nightly").job_name)
+        assert schedule_job.name == defs.resolve_implicit_global_asset_job_def().name
+        [request] = requests
+        run = schedule_job.execute_in_process(instance=instance, tags=request.tags,
+                                              partition_key=request.partition_key,
+                                              asset_selection=request.asset_selection)
+        assert run.success
+        assert [s.name for s in Store(diamond_root).read("fresh").steps
+                if s.status == "completed"] == ["a", "b", "c", "d"]
 
 
 def test_a_delivery_runs_end_to_end_through_dagster_job_execute(

@@ -154,4 +154,5 @@ def test_the_approval_sensor_launches_the_next_nodes_once_per_approval(
             [request] = sensor.evaluate_tick(context).run_requests or []
         assert (request.partition_key, request.run_key) == ("d1", f"d1:scope:{approval.at}")
         assert sorted(k.path[1] for k in request.asset_selection) == ["a", "b", "c", "d"]
+        assert request.job_name == defs.resolve_implicit_global_asset_job_def().name
     assert dt.datetime.fromisoformat(approval.at.replace("Z", "+00:00"))
