@@ -21,6 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks import compile_package  # noqa: E402
 from specops_dag.codex import AgentSettings, codex_argv, find_codex  # noqa: E402
 from specops_dag.process import run_process  # noqa: E402
 from specops_dag.replay import ReplayServer, Scenario  # noqa: E402
@@ -57,6 +58,7 @@ def harness(root: Path) -> None:
 
 
 def main() -> None:
+    compile_package()
     work = Path(tempfile.mkdtemp(prefix="specops-bench-"))
     try:
         root = work / "harness"

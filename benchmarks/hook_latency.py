@@ -19,6 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import compile_package  # noqa: E402
+
 RUNS = 30
 VENV_BIN = Path(sys.executable).parent
 SHELL = {"tool_name": "Bash", "tool_input": {
@@ -47,6 +51,7 @@ def timed(argv: list[str], stdin: bytes, cwd: Path) -> float:
 
 
 def main() -> None:
+    compile_package()
     work = Path(tempfile.mkdtemp(prefix="specops-hook-bench-"))
     try:
         repo(work)

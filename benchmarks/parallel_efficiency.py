@@ -20,6 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks import compile_package  # noqa: E402
 from specops_dag.replay import ReplayServer, Scenario  # noqa: E402
 
 NAP_S = 10.0
@@ -83,6 +84,7 @@ def agent_seconds(root: Path, delivery: str) -> dict[str, float]:
 
 
 def main() -> None:
+    compile_package()
     work = Path(tempfile.mkdtemp(prefix="specops-par-bench-"))
     try:
         root = work / "harness"
