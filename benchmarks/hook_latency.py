@@ -80,7 +80,8 @@ def main() -> None:
         for name, value in med.items():
             print(f"{name:40} {value * 1000:10.1f} {value / base_path:10.2f} "
                   f"{value / base_venv:10.2f}")
-        print("target: each hook ratio ≤ 3")
+        print("target: each hook's ratio to the interpreter's own start (/ venv py) ≤ 3; "
+              "python3 on PATH may be a shim (pyenv) that is slower than an interpreter start")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
