@@ -13,19 +13,24 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import dagster as dg
 
 from .catalog import Catalog, definition_roots, load_catalog, sha256_file
 from .codex import AgentSettings
 from .definition import Node, Workflow
-from .delivery import downstream_of, runnable_steps
 from .errors import SpecopsError
-from .gates import approve
 from .launch import PARTITIONS, job_name
-from .state import Delivery, FileRef, Store
-from .step import StepOutcome, run_step
+
+if TYPE_CHECKING:
+    from .state import Delivery, FileRef, Store
+    from .step import StepOutcome
+
+# The state store, the step executor and what they import (pydantic state models, codex, .NET
+# validation, review) are imported where a step, schedule, sensor or gate runs, not at load: the
+# code server, daemon and webserver load this module without running any of them. The
+# multiprocess executor's forkserver preloads them for the steps (`specops_dag.forkserver`).
 
 deliveries = dg.DynamicPartitionsDefinition(name=PARTITIONS)
 # Dagster's implicit asset job: every asset of the location, what the UI's "Materialize" launches.
@@ -71,7 +76,9 @@ class SpecopsResource(dg.ConfigurableResource):
     codex_config: list[str] = []
     codex_home: str | None = None
 
-    def store(self) -> Store:
+    def store(self) -> "Store":
+        from .state import Store
+
         return Store(Path(self.root), lock_timeout_s=self.lock_timeout_s)
 
     def agent_settings(self) -> AgentSettings:
@@ -79,7 +86,9 @@ class SpecopsResource(dg.ConfigurableResource):
                              model=self.codex_model, config=tuple(self.codex_config),
                              codex_home=self.codex_home)
 
-    def run_step(self, delivery: str, workflow: str, node: str) -> StepOutcome:
+    def run_step(self, delivery: str, workflow: str, node: str) -> "StepOutcome":
+        from .step import run_step
+
         return run_step(self.store(), delivery, node, workflow=workflow,
                         settings=self.agent_settings())
 
@@ -91,12 +100,12 @@ def resource_from_env(root: Path) -> SpecopsResource:
                            codex_home=env.codex_home)
 
 
-def data_version(handoff: dict[str, FileRef]) -> str:
+def data_version(handoff: "dict[str, FileRef]") -> str:
     hashes = json.dumps({k: v.sha256 for k, v in sorted(handoff.items())})
     return hashlib.sha256(hashes.encode()).hexdigest()[:16]
 
 
-def validation_check(outcome: StepOutcome) -> dg.AssetCheckResult:
+def validation_check(outcome: "StepOutcome") -> dg.AssetCheckResult:
     """The blocking `validation` check: the report of the attempt that completed the step."""
     data = outcome.validation or {}
     metadata = {k: dg.MetadataValue.json(v) if isinstance(v, list | dict) else v
@@ -105,14 +114,14 @@ def validation_check(outcome: StepOutcome) -> dg.AssetCheckResult:
                                metadata=metadata or {"note": "no report recorded"})
 
 
-def handoff_check(outcome: StepOutcome) -> dg.AssetCheckResult:
+def handoff_check(outcome: "StepOutcome") -> dg.AssetCheckResult:
     """`handoff_current`: the upstream handoffs this node consumed still have the same hash."""
     return dg.AssetCheckResult(check_name="handoff_current", passed=not outcome.drift,
                                severity=dg.AssetCheckSeverity.WARN,
                                metadata={"drifted": dg.MetadataValue.json(list(outcome.drift))})
 
 
-def review_check(outcome: StepOutcome) -> dg.AssetCheckResult:
+def review_check(outcome: "StepOutcome") -> dg.AssetCheckResult:
     """`review`: the evaluator's verdict of the last round (read from its saved report)."""
     review = outcome.review or {}
     metadata = {k: dg.MetadataValue.json(v) if isinstance(v, list | dict) else v
@@ -121,7 +130,7 @@ def review_check(outcome: StepOutcome) -> dg.AssetCheckResult:
                                metadata=metadata or {"note": "no review recorded"})
 
 
-def materialization(outcome: StepOutcome, delivery: str,
+def materialization(outcome: "StepOutcome", delivery: str,
                     reviewed: bool = False) -> dg.MaterializeResult:
     metadata: dict[str, object] = {
         "delivery": delivery,
@@ -205,8 +214,10 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinitio
     return _node
 
 
-def run_request(state: Delivery, run_key: str) -> dg.RunRequest | None:
+def run_request(state: "Delivery", run_key: str) -> dg.RunRequest | None:
     """A run of the delivery's runnable steps and their downstream, or None if nothing can run."""
+    from .delivery import downstream_of, runnable_steps
+
     ready = runnable_steps(state)
     if not ready:
         return None
@@ -217,7 +228,8 @@ def run_request(state: Delivery, run_key: str) -> dg.RunRequest | None:
                          tags={"specops/delivery": state.phase})
 
 
-def deliveries_of(instance: dg.DagsterInstance, store: Store, catalog: Catalog) -> list[Delivery]:
+def deliveries_of(instance: dg.DagsterInstance, store: "Store",
+                  catalog: Catalog) -> "list[Delivery]":
     """Deliveries that are partitions of this instance and run a workflow of this location."""
     known = set(instance.get_dynamic_partitions(PARTITIONS))
     return [store.read(e.id) for e in store.read_index().deliveries
@@ -267,6 +279,8 @@ class ApproveGateConfig(dg.Config):
 def decide_gate(context: dg.OpExecutionContext, config: ApproveGateConfig,
                 specops: SpecopsResource) -> None:
     """Record a human decision on a delivery's gate (the Launchpad form of `specops approve`)."""
+    from .gates import approve
+
     try:
         approval = approve(specops.store(), config.delivery, config.gate, config.note,
                            reject=config.decision == "rejected")

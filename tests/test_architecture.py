@@ -31,11 +31,13 @@ def test_importing_a_domain_module_does_not_import_dagster(module: str) -> None:
     assert printed(code, REPO).strip() == "False"
 
 
-def test_loading_the_code_location_leaves_gitpython_psutil_and_the_replay_server_unloaded(
+def test_loading_the_code_location_leaves_the_step_executor_and_state_store_unloaded(
         tmp_path) -> None:
-    # Every Dagster process (code server, run, step) loads the location; these load on first use.
+    # Every Dagster process (code server, daemon, run, step) loads the location; these load on
+    # first use (a step, a schedule or sensor tick, a gate decision).
     code = ("import sys, specops_dag.definitions; print(sorted(m for m in ('git', 'psutil', "
-            "'specops_dag.replay', 'specops_dag.demo') if m in sys.modules))")
+            "'specops_dag.replay', 'specops_dag.demo', 'specops_dag.step', 'specops_dag.state', "
+            "'specops_dag.delivery', 'specops_dag.gates') if m in sys.modules))")
     assert printed(code, tmp_path).strip() == "[]"
 
 
