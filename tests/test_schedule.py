@@ -51,18 +51,21 @@ def test_the_daemon_runs_the_nightly_schedules_request_for_a_pending_delivery(
                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 180  # the next minute's tick, then a four-node run
-        while Store(diamond_root).read("d1").status != "completed":
-            assert daemon.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(1)
+        with dg.DagsterInstance.get() as instance:
+            # Until the run has ended, not just its last step: the run process is in the
+            # daemon's process group and would die with it.
+            while not (runs := instance.get_runs()) or not runs[0].is_finished:
+                assert daemon.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(1)
     finally:  # ours, by process group: its code server and the run's processes go too
         os.killpg(daemon.pid, signal.SIGTERM)
         daemon.wait(timeout=60)
-    with dg.DagsterInstance.get() as instance:
-        [run] = instance.get_runs()
-        assert (run.job_name, run.status, run.tags["dagster/schedule_name"],
-                run.tags["dagster/partition"]) == ("__ASSET_JOB", dg.DagsterRunStatus.SUCCESS,
-                                                   "nightly", "d1")
-        assert sorted(k.path[1] for k in run.asset_selection or []) == ["a", "b", "c", "d"]
+    [run] = runs
+    assert (run.job_name, run.status, run.tags["dagster/schedule_name"],
+            run.tags["dagster/partition"]) == ("__ASSET_JOB", dg.DagsterRunStatus.SUCCESS,
+                                               "nightly", "d1")
+    assert sorted(k.path[1] for k in run.asset_selection or []) == ["a", "b", "c", "d"]
+    assert Store(diamond_root).read("d1").status == "completed"
     assert {s.name: s.attempts for s in Store(diamond_root).read("d1").steps} == {
         n: 1 for n in "abcd"}
