@@ -108,6 +108,11 @@ def lexists(path: Path) -> bool:
     return path.exists() or path.is_symlink()
 
 
+def normalized(raw: str) -> str:
+    """A context path as written, with `\\` separators and `.`/`..` segments folded."""
+    return os.path.normpath(raw.replace("\\", "/"))
+
+
 def context_paths(state: Delivery, step: Step, target: Path) -> list[str]:
     """Validated context paths, relative to the target repo, duplicates (notation, case) once."""
     where = f"phases/{state.phase}/index.json: steps[{step.step}].context_files"
@@ -115,28 +120,28 @@ def context_paths(state: Delivery, step: Step, target: Path) -> list[str]:
             isinstance(p, str) for p in step.context_files):
         raise UsageError(f"{where}: must be an array of path strings; fix the file")
     root = target.resolve()
-    seen: set[str] = set()
     files: set[str] = set()
     out: list[str] = []
-    spellings: dict[str, list[str]] = {}  # the list's spellings of a path, by case-folded form
-    for raw in step.context_files:  # (absolute or empty ones never share a relative one's form)
-        norm = os.path.normpath(raw.replace("\\", "/"))
-        spellings.setdefault(norm.casefold(), []).append(norm)
+    # The list's spellings of each path, by case-folded form (an absolute or empty entry never
+    # shares a relative one's form); the first entry of a form takes them all.
+    spellings: dict[str, list[str]] = {}
+    for spelling in map(normalized, step.context_files):
+        spellings.setdefault(spelling.casefold(), []).append(spelling)
     for i, raw in enumerate(step.context_files):
         here = f"{where}[{i}]: `{raw}`"
         if not raw.strip():
             raise UsageError(f"{here} is empty; remove it")
         if os.path.isabs(raw) or raw.startswith("~"):
             raise UsageError(f"{here} is absolute; use a path relative to the repository {root}")
-        norm = os.path.normpath(raw.replace("\\", "/"))
+        norm = normalized(raw)
         if norm == ".." or norm.startswith("../"):
             raise UsageError(f"{here} is outside the repository {root}; use a path inside it")
-        if norm.casefold() in seen:  # the same path written another way: included once
+        same_path = spellings.pop(norm.casefold(), None)
+        if same_path is None:  # the same path written another way, included already
             continue
-        seen.add(norm.casefold())
         try:
             # Of the spellings differing only in case, the first that exists is the one read.
-            norm = next((s for s in spellings[norm.casefold()] if lexists(root / s)), norm)
+            norm = next((s for s in same_path if lexists(root / s)), norm)
             path = root / norm
             if not lexists(path):
                 raise UsageError(f"{here} not found in {root}; fix the path or remove it")

@@ -15,6 +15,7 @@ import dagster as dg
 from specops_dag.state import Store
 
 from .conftest import VENV_BIN
+from .test_definitions import specops
 
 MINUTELY_LOCATION = '''\
 import dagster as dg
@@ -37,9 +38,7 @@ defs = build_definitions(harness_root())
 def test_the_daemon_runs_the_nightly_schedules_request_for_a_pending_delivery(
         tmp_path: Path, diamond_root: Path, clean_env: dict[str, str]) -> None:
     env = {**clean_env, "SPECOPS_ROOT": str(diamond_root)}
-    created = subprocess.run([str(VENV_BIN / "specops"), "new", "diamond", "d1", "--request",
-                              "Go."], env=env, cwd=diamond_root, capture_output=True, text=True,
-                             timeout=120, stdin=subprocess.DEVNULL)
+    created = specops(env, diamond_root, "new", "diamond", "d1", "--request", "Go.")
     assert created.returncode == 0, created.stderr
     (tmp_path / "location.py").write_text(MINUTELY_LOCATION)
     workspace = tmp_path / "workspace.yaml"
