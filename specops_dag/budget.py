@@ -5,19 +5,12 @@ is its own). When a budget is spent no further codex call is made. Pure function
 
 from __future__ import annotations
 
-from .state import Delivery, Step, Usage
+from typing import TYPE_CHECKING
 
+from .reading import delivery_tokens, step_tokens
 
-def tokens(usage: Usage) -> int:
-    return usage.input_tokens + usage.output_tokens
-
-
-def step_tokens(step: Step) -> int:
-    return sum(tokens(u) for u in step.usage)
-
-
-def delivery_tokens(state: Delivery) -> int:
-    return sum(step_tokens(s) for s in state.steps)
+if TYPE_CHECKING:
+    from .state import Delivery, Step
 
 
 def budget_spent(state: Delivery, step: Step, phase_tokens: int | None) -> str | None:

@@ -7,7 +7,6 @@ gets one `DefinitionError`. Reading only: nothing here writes a file.
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import re
 import types
@@ -23,16 +22,11 @@ from pydantic import BaseModel, ValidationError
 from . import fastyaml
 from .definition import ID_PATTERN, Node, Phase, SkillGraph, Workflow
 from .errors import DefinitionError
+from .reading import BUILTIN_DEFS, BUILTIN_PREFIX
 
 K = TypeVar("K", bound=Hashable)
 
-BUILTIN_DEFS = Path(__file__).resolve().parent.parent / "workflow_defs"
-if not BUILTIN_DEFS.is_dir():  # a wheel install ships them inside the package
-    BUILTIN_DEFS = Path(__file__).resolve().parent / "builtin_defs"
-
-
 BUILTIN_REAL = BUILTIN_DEFS.resolve()
-BUILTIN_PREFIX = "built-in:workflow_defs/"
 
 
 @dataclass(frozen=True)
@@ -79,10 +73,6 @@ class Catalog:
         for pid in phase_ids:
             skill_ids += [s.id for s in self.phases[pid].execution.skills if s.id not in skill_ids]
         return files + [self.source("skill", sid) for sid in skill_ids]
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def definition_roots(harness_root: Path | None) -> list[Path]:

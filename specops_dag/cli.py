@@ -16,16 +16,14 @@ from pathlib import Path
 import click
 
 from . import delivery as ops
-from .budget import delivery_tokens, step_tokens
 from .catalog import definition_roots, load_catalog
 from .definition import Phase, SkillGraph, Workflow
 from .errors import DefinitionError, SpecopsError
-from .gates import gate_prompt
 from .prompt import dry_run
-from .state import Delivery, Store
+from .reading import render_index, render_status, status_report
+from .state import Store
 
 PACKAGE_WORKSPACE = Path(__file__).resolve().parent.parent / "workspace.yaml"
-STATUS_MARK = {"completed": "✔", "running": "…", "pending": "·", "error": "✘", "blocked": "■"}
 
 
 def fail_cleanly(fn):
@@ -137,52 +135,15 @@ def status(ctx, delivery: str | None, as_json: bool) -> None:
         if as_json:
             click.echo(json.dumps(index.model_dump(), indent=2))
             return
-        if not index.deliveries:
-            click.echo("no deliveries yet; create one with `specops new WORKFLOW DELIVERY "
-                       "--request TEXT`")
-        for e in index.deliveries:
-            click.echo(f"{e.id:<24} {e.workflow:<18} {e.status:<10} updated {e.updated_at}")
+        click.echo(render_index(index.deliveries))
         return
     ops.check_delivery_id(delivery)
     state = store.read(delivery)
-    report = {"runnable": ops.runnable_steps(state), "drift": ops.drift(store, state),
-              "gates": {s.name: ask for s in state.steps
-                        if s.status == "blocked" and (ask := gate_prompt(state, s))},
-              "tokens": {"delivery": delivery_tokens(state), "budget": state.budget_tokens,
-                         "per_node": {s.name: step_tokens(s) for s in state.steps}}}
+    report = status_report(store.root, state)
     if as_json:
         click.echo(json.dumps({**state.model_dump(by_alias=True), **report}, indent=2))
         return
     click.echo(render_status(state, report))
-
-
-def render_status(state: Delivery, report: dict) -> str:
-    lines = [f"delivery {state.phase}  workflow {state.workflow}  status {state.status}",
-             f"request: {state.request.strip().splitlines()[0][:100]}"]
-    for s in state.steps:
-        line = f"  {STATUS_MARK[s.status]} {s.step:>2} {s.name:<16} {s.status:<10}"
-        if s.status == "completed":
-            line += f" {len(s.handoff)} handoff(s), attempt {s.attempts}"
-        if s.usage:
-            line += f" [{step_tokens(s)} tokens]"
-        if s.error_message:
-            line += f" {s.error_message.splitlines()[0][:120]}"
-            line += f"\n       next: fix the cause, then `specops resume {state.phase} {s.name}`"
-        if s.blocked_reason:
-            line += f" {s.blocked_reason}"
-        ask = gate_prompt(state, s) if s.status == "blocked" else None
-        if ask:
-            line += f"\n       question: {ask['question']}"
-            if ask["look_at"]:
-                line += f"\n       look at: {', '.join(ask['look_at'])}"  # type: ignore[arg-type]
-            line += f"\n       next: `{ask['approve']}` (or `{ask['reject']}`)"
-        lines.append(line)
-    budget = f" of {state.budget_tokens}" if state.budget_tokens else ""
-    lines.append(f"tokens: {delivery_tokens(state)}{budget}")
-    if report["runnable"]:
-        lines.append(f"next: `specops run {state.phase}` runs {', '.join(report['runnable'])}")
-    lines += [f"drift: {d}" for d in report["drift"]]
-    return "\n".join(lines)
 
 
 @main.command()
@@ -308,7 +269,7 @@ def run_delivery(root: Path, delivery: str, executor: str, timeout_s: float) -> 
                    f"log: {log_dir / 'dagster-run.err'}")
         result = execute_job(root, home, state.workflow, delivery, executor, timeout_s, log_dir)
     state = store.read(delivery)
-    click.echo(render_status(state, {"runnable": ops.runnable_steps(state), "drift": []}))
+    click.echo(render_status(state, {**status_report(root, state), "drift": []}))
     if result.timed_out:
         click.echo(f"error: the run passed its {timeout_s:.0f} s deadline and was stopped",
                    err=True)

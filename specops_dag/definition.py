@@ -7,7 +7,6 @@ cycles, contracts, skill files on disk) are checked by `catalog`. No I/O, no dag
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -171,22 +170,3 @@ class SkillEdge(Strict):
 
 class SkillGraph(Strict):
     edges: list[SkillEdge] = []
-
-
-DELIVERY_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
-def delivery_id_problem(delivery: str) -> str | None:
-    """Why `delivery` cannot be a delivery id (a folder, a partition key, a branch), or None."""
-    if not delivery:
-        return "is empty"
-    if "/" in delivery or "\\" in delivery:
-        return "contains a path separator"
-    if ".." in delivery:
-        return "contains `..`"
-    if delivery.endswith((".", ".lock")):
-        return "ends with `.` or `.lock`, which git refuses in a branch name"
-    if not DELIVERY_ID_RE.fullmatch(delivery):
-        return ("must be 1-64 characters of letters, digits, `.`, `_` or `-`, starting with a "
-                "letter or digit")
-    return None

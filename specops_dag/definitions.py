@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Literal
 
 import dagster as dg
 
-from .catalog import Catalog, definition_roots, load_catalog, sha256_file
+from .catalog import Catalog, definition_roots, load_catalog
 from .codex import AgentSettings
 from .definition import Node, Workflow
 from .errors import SpecopsError
 from .launch import PARTITIONS, job_name
+from .reading import sha256_file
 
 if TYPE_CHECKING:
     from .state import Delivery, FileRef, Store
@@ -216,7 +217,8 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinitio
 
 def run_request(state: "Delivery", run_key: str) -> dg.RunRequest | None:
     """A run of the delivery's runnable steps and their downstream, or None if nothing can run."""
-    from .delivery import downstream_of, runnable_steps
+    from .delivery import downstream_of
+    from .reading import runnable_steps
 
     ready = runnable_steps(state)
     if not ready:

@@ -15,16 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from .catalog import (
-    BUILTIN_DEFS,
-    BUILTIN_PREFIX,
-    Catalog,
-    load_catalog,
-    sha256_file,
-    topological_order,
-)
-from .definition import delivery_id_problem
+from .catalog import Catalog, load_catalog, topological_order
 from .errors import BlockedError, StateError, UsageError, WriteConflict
+from .reading import delivery_id_problem, gate_open, owner_alive, sha256_file
 from .state import (
     BoundSkill,
     Delivery,
@@ -197,15 +190,6 @@ def downstream_of(state: Delivery, node: str) -> list[str]:
     return [s.name for s in state.steps if s.name in hit]
 
 
-def owner_alive(owner: Owner | None) -> bool:
-    if owner is None or owner.host != socket.gethostname():
-        return False
-    import psutil  # loads on first use: `specops status` and the code location skip it
-
-    try:
-        return abs(psutil.Process(owner.pid).create_time() - owner.create_time) < 0.01
-    except psutil.NoSuchProcess:
-        return False
 
 
 def current_owner() -> Owner:
@@ -262,59 +246,14 @@ def resume(store: Store, delivery: str, node: str) -> Step:
         return step
 
 
-def gate_open(state: Delivery, gate: str) -> bool:
-    """A gate is open when its latest decision is an approval (one approval per gate name); a
-    `risk` gate also needs that approval to be newer than the latest risk raised."""
-    decisions = [a for a in state.approvals if a.gate == gate]
-    if not decisions or decisions[-1].decision != "approved":
-        return False
-    raised = [r.raised_at for r in state.risks] if gate == "risk" else []
-    return not raised or decisions[-1].at >= max(raised)
 
 
-def closed_gates(state: Delivery, step: Step) -> list[str]:
-    return [g for g in step.gates if not gate_open(state, g)]
 
 
-def runnable_steps(state: Delivery) -> list[str]:
-    """Pending or interrupted steps whose upstream is not stuck and have no closed gate in front."""
-    stuck: set[str] = set()
-    out = []
-    for step in state.steps:
-        interrupted = step.status == "running" and not owner_alive(step.owner)
-        upstream_stuck = bool(stuck & set(step.needs))
-        if step.status != "completed":
-            stuck.add(step.name)
-        if upstream_stuck or step.status not in ("pending", "running") or closed_gates(state, step):
-            continue
-        if step.status == "pending" or interrupted:
-            out.append(step.name)
-    return out
 
 
-def drift(store: Store, state: Delivery) -> list[str]:
-    """Snapshot files whose source changed since creation (reported, never blocking)."""
-    notes = []
-    catalog_files = {f.path: f for f in state.snapshot.files}
-    for display, f in catalog_files.items():
-        source = _source_path(store, display)
-        if source is None or not source.is_file():
-            notes.append(f"{display}: removed since the snapshot (the delivery keeps its copy)")
-        elif sha256_file(source) != f.sha256:
-            notes.append(f"{display}: changed since the snapshot (the delivery keeps its copy)")
-    for step in state.steps:
-        notes += [f"{step.name}: {note}" for note in step_drift(store, step)]
-    return notes
 
 
-def step_drift(store: Store, step: Step) -> list[str]:
-    """Upstream handoffs whose file no longer has the hash this step consumed."""
-    notes = []
-    for port, ref in step.consumed.items():
-        path = store.root / ref.path
-        if not path.is_file() or sha256_file(path) != ref.sha256:
-            notes.append(f"input `{port}` {ref.path} changed since it was consumed")
-    return notes
 
 
 def push_delivery(store: Store, delivery: str) -> str:
@@ -335,10 +274,3 @@ def push_delivery(store: Store, delivery: str) -> str:
     with store.transaction(delivery) as fresh:
         fresh.log("pushed", detail=f"{state.branch} to origin: {summary}")
     return summary
-
-
-def _source_path(store: Store, display: str) -> Path | None:
-    if display.startswith(BUILTIN_PREFIX):
-        return BUILTIN_DEFS / display.removeprefix(BUILTIN_PREFIX)
-    path = Path(display)
-    return path if path.is_absolute() else store.root / path

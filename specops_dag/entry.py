@@ -1,5 +1,6 @@
-"""The `specops` console script. `specops hook …` runs on every agent tool call, so it is
-dispatched here without importing click, pydantic or dagster; everything else goes to the CLI."""
+"""The `specops` console script. `specops hook …` runs on every agent tool call and `specops
+status` is what people type to look around, so both are answered here without importing click,
+pydantic or dagster when they can be (see `quick`); everything else goes to the click CLI."""
 
 from __future__ import annotations
 
@@ -7,10 +8,17 @@ import sys
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "hook":
+    argv = sys.argv[1:]
+    if argv[:1] == ["hook"]:
         from .hook import main as hook_main
 
-        sys.exit(hook_main(sys.argv[2:]))
+        sys.exit(hook_main(argv[1:]))
+    if "status" in argv[:3]:
+        from .quick import answer
+
+        code = answer(argv)
+        if code is not None:
+            sys.exit(code)
     from .cli import main as cli_main
 
     cli_main()

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import gitflow
-from .catalog import Catalog, sha256_file
+from .catalog import Catalog
 from .codex import AgentSettings, codex_argv, find_codex, redact, run_codex, secret_values
 from .delivery import workdir
 from .errors import ToolMissing
 from .process import run_process
 from .prompt import SUMMARY_LIMIT, assemble_prompt, failure_summary, read_list
+from .reading import sha256_file
 from .review import (
     evaluator_prompt_section,
     extract_review_block,

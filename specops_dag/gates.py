@@ -7,18 +7,11 @@ consumed the old decision. Plain Python over the state store.
 from __future__ import annotations
 
 from .definition import GATE_NAMES
-from .delivery import closed_gates, downstream_of, gate_open, reopen
+from .delivery import downstream_of, reopen
 from .errors import UsageError
+from .reading import closed_gates
 from .state import Approval, Delivery, Risk, Step, Store, move, now_iso
 
-QUESTIONS = {
-    "scope": "Is this the right workflow and scope for the request, and the right repository?",
-    "requirements": "Is the requirements specification correct and complete?",
-    "design": "Can this technical plan be the basis for development?",
-    "target-write": "May the agent change the target repository now?",
-    "risk": "Do you accept the risk the agent raised (or the evidence it had to omit)?",
-    "external-write": "May specops push or write to external systems?",
-}
 RISK_FILE = "risk.md"
 WAITING = ("awaiting approval: ", "rejected: ")
 
@@ -96,21 +89,3 @@ def raise_risk(state: Delivery, node: str, path: str) -> list[str]:
             gated.append(step.name)
     state.log("risk raised", node, f"{path}; gated: {', '.join(gated) or 'nothing downstream'}")
     return gated
-
-
-def gate_prompt(state: Delivery, step: Step) -> dict[str, object] | None:
-    """For `specops status`: the question at the first closed gate, what to read, the command."""
-    closed = closed_gates(state, step)
-    if not closed:
-        return None
-    gate = closed[0]
-    if gate == "scope":
-        look = [f"phases/{state.phase}/request.md"]
-    elif gate == "risk":
-        look = [r.path for r in state.risks]
-    else:
-        look = [ref.path for n in step.needs for ref in state.get_step(n).handoff.values()]
-    return {"gate": gate, "question": QUESTIONS[gate], "look_at": look,
-            "approve": f"specops approve {state.phase} {gate} --note ...",
-            "reject": f"specops approve {state.phase} {gate} --reject --note ...",
-            "open": gate_open(state, gate)}

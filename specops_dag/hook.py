@@ -221,8 +221,8 @@ def _state_context(event: str, env: dict[str, str]) -> str | None:
 
 def bind(store: Store, env: dict[str, str]) -> tuple[Delivery, Step] | str:
     """(state, step) of this session's delivery, or a note when it cannot be told for sure."""
-    from .definition import delivery_id_problem
     from .errors import UsageError
+    from .reading import delivery_id_problem
 
     delivery = env.get("SPECOPS_DELIVERY", "")
     if not delivery:
@@ -258,7 +258,7 @@ def step_line(step: Step) -> str:
 
 
 def next_action(state: Delivery, step: Step) -> str:
-    from .delivery import closed_gates, runnable_steps
+    from .reading import closed_gates, runnable_steps
 
     d, n = state.phase, step.name
     if step.status == "running":

@@ -10,10 +10,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .catalog import BUILTIN_DEFS, Catalog, sha256_file
+from .catalog import Catalog
 from .definition import Phase
-from .delivery import owner_alive, snapshot_catalog, workdir
+from .delivery import snapshot_catalog, workdir
 from .errors import UsageError
+from .reading import BUILTIN_DEFS, owner_alive, sha256_file
 from .state import Delivery, Step, Store
 
 FAILURE_LIMIT = 4000

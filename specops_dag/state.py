@@ -15,11 +15,12 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import StateError, UsageError, WriteConflict
+from .reading import get_step
 
 SCHEMA_VERSION = 1
 StepStatus = Literal["pending", "running", "completed", "error", "blocked"]
@@ -46,6 +47,9 @@ def now_iso() -> str:
 
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+M = TypeVar("M", bound=Model)
 
 
 class FileRef(Model):
@@ -176,11 +180,7 @@ class Delivery(Model):
     budget_tokens: int | None = None  # the delivery's token budget (workflow or `new`)
 
     def get_step(self, name: str) -> Step:
-        for step in self.steps:
-            if step.name == name:
-                return step
-        raise UsageError(f"delivery `{self.phase}` has no node `{name}` (nodes: "
-                         f"{', '.join(s.name for s in self.steps)})")
+        return get_step(self, name)
 
     def log(self, event: str, step: str | None = None, detail: str = "") -> None:
         self.history.append(Event(at=now_iso(), event=event, step=step, detail=detail))
@@ -227,6 +227,27 @@ def migrate(data: dict, where: str) -> dict:
         raise StateError(f"{where}: schema_version {version!r} is not supported (this specops "
                          f"reads {SCHEMA_VERSION}); upgrade specops-dag or restore the file")
     return data
+
+
+def read_model(path: Path, where: str, model: type[M]) -> M:
+    """A state file parsed and validated, or a StateError naming the file, the field and the fix."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise StateError(f"{where}: not valid JSON ({err}); restore it from git") from err
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as err:  # a `\ud800` escape decodes to a lone surrogate
+        raise StateError(f"{where}: an escape `\\u{ord(err.object[err.start]):04x}` is half of "
+                         "a UTF-16 surrogate pair, not a character; fix the file or restore it "
+                         "from git") from None
+    try:
+        return model.model_validate(migrate(data, where) if isinstance(data, dict) else data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+        raise StateError(f"{where}: {loc.lstrip('.') or '(top level)'}: {first['msg']}; fix "
+                         "the file or restore it from git") from err
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
@@ -294,24 +315,13 @@ class Store:
         if not path.is_file():
             raise UsageError(f"unknown delivery `{delivery}`: {where} not found; list deliveries "
                              "with `specops status` or create one with `specops new`")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise StateError(f"{where}: not valid JSON ({err}); restore it from git") from err
-        try:
-            return Delivery.model_validate(migrate(data, where))
-        except ValidationError as err:
-            first = err.errors()[0]
-            loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
-            raise StateError(f"{where}: {loc.lstrip('.')}: {first['msg']}; fix the file or "
-                             "restore it from git") from err
+        return read_model(path, where, Delivery)
 
     def read_index(self) -> Index:
         path = self.phases / "index.json"
         if not path.is_file():
             return Index()
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return Index.model_validate(migrate(data, "phases/index.json"))
+        return read_model(path, "phases/index.json", Index)
 
     @contextlib.contextmanager
     def lock(self, name: str, what: str) -> Iterator[None]:

@@ -13,22 +13,15 @@ from pathlib import Path
 from typing import Literal
 
 from . import gitflow
-from .budget import budget_spent, delivery_tokens, step_tokens, tokens
+from .budget import budget_spent
 from .catalog import Catalog
 from .codex import AgentSettings
-from .delivery import (
-    closed_gates,
-    current_owner,
-    owner_alive,
-    snapshot_catalog,
-    step_drift,
-    target_path,
-    workdir,
-)
+from .delivery import current_owner, snapshot_catalog, target_path, workdir
 from .errors import UsageError, WriteConflict
 from .executor import AttemptResult, run_attempt
 from .gates import RISK_FILE, WAITING, block_reason, raise_risk
 from .prompt import MAX_ATTEMPTS, assemble_prompt
+from .reading import closed_gates, delivery_tokens, owner_alive, step_drift, step_tokens, tokens
 from .state import Delivery, FileRef, Step, Store, Usage, move, now_iso
 
 AVAILABLE_EXECUTORS = ("command", "codex")
@@ -179,7 +172,7 @@ def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
     if step.status == "completed":
         return StepOutcome("reused", name, "completed earlier; not re-run", step.attempts,
                            handoff=step.handoff, validation=step.validation_report,
-                           drift=tuple(step_drift(store, step)), commits=step.commits,
+                           drift=tuple(step_drift(store.root, step)), commits=step.commits,
                            tokens=token_totals(state, name, None),
                            review=step.reviews[-1] if step.reviews else None)
     if step.status == "error":

@@ -9,10 +9,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from specops_dag.catalog import definition_roots, load_catalog, sha256_file
+from specops_dag.catalog import definition_roots, load_catalog
 from specops_dag.codex import AgentSettings, codex_argv, find_codex, hook_overrides
 from specops_dag.delivery import new_delivery
 from specops_dag.errors import ToolMissing
+from specops_dag.reading import sha256_file
 from specops_dag.state import Store
 from specops_dag.step import run_step
 

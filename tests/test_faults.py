@@ -89,7 +89,7 @@ def test_runs_killed_at_random_points_never_lose_work_or_redo_completed_nodes(
 
     import git
 
-    from specops_dag.catalog import sha256_file
+    from specops_dag.reading import sha256_file
 
     from .githarness import git_harness
     from .test_definitions import job_execute

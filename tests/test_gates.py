@@ -6,7 +6,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from specops_dag import gates
+from specops_dag import gates, reading
 from specops_dag.definitions import SpecopsResource, build_definitions
 from specops_dag.errors import UsageError
 from specops_dag.state import Store
@@ -50,7 +50,7 @@ def test_each_gate_blocks_exactly_the_nodes_behind_it(diamond_root: Path) -> Non
     assert run_step(store, "d1", "d").status == "skipped"
     assert statuses(store) == {"a": "completed", "b": "completed", "c": "blocked",
                                "d": "pending"}
-    prompt = gates.gate_prompt(store.read("d1"), store.read("d1").get_step("c"))
+    prompt = reading.gate_prompt(store.read("d1"), store.read("d1").get_step("c"))
     assert prompt == {"gate": "target-write",
                       "question": "May the agent change the target repository now?",
                       "look_at": ["phases/d1/a/out.txt"],
@@ -106,7 +106,7 @@ def test_an_agent_raises_a_risk_gate_for_its_downstream(diamond_root: Path) -> N
     state = store.read("d1")
     assert [(r.node, r.path) for r in state.risks] == [("a", "phases/d1/a/risk.md")]
     assert run_step(store, "d1", "b").message == "awaiting approval: risk"
-    prompt = gates.gate_prompt(store.read("d1"), store.read("d1").get_step("b"))
+    prompt = reading.gate_prompt(store.read("d1"), store.read("d1").get_step("b"))
     assert prompt["look_at"] == ["phases/d1/a/risk.md"]
     gates.approve(store, "d1", "risk", note="acceptable for now")
     assert run_step(store, "d1", "b").status == "completed"

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from specops_dag import hook
-from specops_dag.catalog import definition_roots, load_catalog, sha256_file
+from specops_dag.catalog import definition_roots, load_catalog
 from specops_dag.delivery import new_delivery
+from specops_dag.reading import sha256_file
 from specops_dag.state import FileRef, Store, move
 
 from .conftest import VENV_BIN, write_tree
@@ -302,7 +303,8 @@ def test_a_corrupt_phases_index_fails_open(root: Path, event: str) -> None:
     (root / "phases/index.json").write_text("[[[")
     text = inject(event, {"source": "compact"})
     assert text.startswith(f"<workflow-state>\nspecops hook {event} could not read the workflow "
-                           "state (JSONDecodeError: ")
+                           "state (StateError: phases/index.json: not valid JSON (Expecting "
+                           "value: line 1 column 4 (char 3)); restore it from git). Run ")
     assert text.endswith("do not guess the current step from the chat history or from other "
                          "deliveries.\n</workflow-state>")
 

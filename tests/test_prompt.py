@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag.catalog import sha256_file
 from specops_dag.delivery import snapshot_catalog
 from specops_dag.errors import UsageError
 from specops_dag.prompt import assemble_prompt, failure_summary
+from specops_dag.reading import sha256_file
 from specops_dag.state import FileRef, move, now_iso
 from specops_dag.step import run_step
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specops_dag import delivery as ops
-from specops_dag import gates
+from specops_dag import gates, reading
 from specops_dag.catalog import definition_roots, load_catalog
 from specops_dag.errors import StateError, UsageError, WriteConflict
 from specops_dag.state import Delivery, FileRef, Store, move, now_iso
@@ -81,7 +81,7 @@ def test_the_snapshot_is_used_after_the_definitions_change(diamond_root: Path) -
     phase.write_text(phase.read_text().replace("Run p-a.", "Something else."))
     state = store.read("d1")
     assert ops.snapshot_catalog(store, state).phases["p-a"].execution.goal == "Run p-a."
-    assert ops.drift(store, state) == [
+    assert reading.drift(store.root, state) == [
         "workflow_defs/phases/p-a.yaml: changed since the snapshot (the delivery keeps its copy)"]
 
 
@@ -229,6 +229,32 @@ def test_gates_in_front_of_a_step_keep_it_from_being_runnable_until_approved(
     complete(store, "d1", "a")
     state = store.read("d1")
     assert state.get_step("b").gates == ["target-write"]
-    assert ops.runnable_steps(state) == ["c"]
+    assert reading.runnable_steps(state) == ["c"]
     gates.approve(store, "d1", "target-write", note="looked at the plan")
-    assert ops.runnable_steps(store.read("d1")) == ["b", "c"]
+    assert reading.runnable_steps(store.read("d1")) == ["b", "c"]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('{"schema_version": 1, "request": "Add \\ud800 cache."}',
+     "phases/d1/index.json: an escape `\\ud800` is half of a UTF-16 surrogate pair, not a "
+     "character; fix the file or restore it from git"),
+    ("[1, 2]", "phases/d1/index.json: (top level): Input should be a valid dictionary or "
+               "instance of Delivery; fix the file or restore it from git"),
+])
+def test_a_state_file_that_is_json_but_not_a_state_is_refused_with_its_exact_error(
+        diamond_root: Path, text: str, message: str) -> None:
+    store = make_delivery(diamond_root)
+    store.index_path("d1").write_text(text)
+    with pytest.raises(StateError) as err:
+        store.read("d1")
+    assert err.value.message == message
+
+
+def test_a_corrupt_delivery_list_is_refused_with_its_exact_error(diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    (store.phases / "index.json").write_text("{")
+    with pytest.raises(StateError) as err:
+        store.read_index()
+    assert err.value.message == (
+        "phases/index.json: not valid JSON (Expecting property name enclosed in double quotes: "
+        "line 1 column 2 (char 1)); restore it from git")

@@ -3,9 +3,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specops_dag import delivery as ops
-from specops_dag import gates
-from specops_dag.catalog import sha256_file
+from specops_dag import gates, reading
+from specops_dag.reading import sha256_file
 from specops_dag.step import run_step
 
 from .conftest import DIAMOND, FAIL, command_phase, write_tree
@@ -57,10 +56,10 @@ def test_a_completed_step_is_reported_reused_and_never_re_run(diamond_root: Path
     assert out.read_text() == "edited by hand"
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in phases.rglob("*")
             if p.is_file()} == before  # deciding "reused" writes nothing
-    assert ops.drift(store, store.read("d1")) == []
+    assert reading.drift(store.root, store.read("d1")) == []
     run_step(store, "d1", "b")
     out.write_text("edited again")
-    assert ops.drift(store, store.read("d1")) == [
+    assert reading.drift(store.root, store.read("d1")) == [
         "b: input `a/result` phases/d1/a/out.txt changed since it was consumed"]
 
 

@@ -1,0 +1,218 @@
+"""The read-only questions asked of a delivery's state — what can run, what drifted, which gate
+waits and what it asks, how many tokens went where — and the `specops status` text.
+
+Standard library only, and duck-typed: the same functions answer over the pydantic models of
+`state` and over the validated plain views of `shape`, so `specops status` can answer without
+importing pydantic, click or yaml (see `quick`) and still say exactly what the full CLI says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import UsageError
+
+if TYPE_CHECKING:  # the models, for the annotations only
+    from .state import Delivery, Owner, Step, Usage
+
+BUILTIN_DEFS = Path(__file__).resolve().parent.parent / "workflow_defs"
+if not BUILTIN_DEFS.is_dir():  # a wheel install ships them inside the package
+    BUILTIN_DEFS = Path(__file__).resolve().parent / "builtin_defs"
+BUILTIN_PREFIX = "built-in:workflow_defs/"
+
+STATUS_MARK = {"completed": "✔", "running": "…", "pending": "·", "error": "✘", "blocked": "■"}
+QUESTIONS = {
+    "scope": "Is this the right workflow and scope for the request, and the right repository?",
+    "requirements": "Is the requirements specification correct and complete?",
+    "design": "Can this technical plan be the basis for development?",
+    "target-write": "May the agent change the target repository now?",
+    "risk": "Do you accept the risk the agent raised (or the evidence it had to omit)?",
+    "external-write": "May specops push or write to external systems?",
+}
+DELIVERY_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def delivery_id_problem(delivery: str) -> str | None:
+    """Why `delivery` cannot be a delivery id (a folder, a partition key, a branch), or None."""
+    if not delivery:
+        return "is empty"
+    if "/" in delivery or "\\" in delivery:
+        return "contains a path separator"
+    if ".." in delivery:
+        return "contains `..`"
+    if delivery.endswith((".", ".lock")):
+        return "ends with `.` or `.lock`, which git refuses in a branch name"
+    if not DELIVERY_ID_RE.fullmatch(delivery):
+        return ("must be 1-64 characters of letters, digits, `.`, `_` or `-`, starting with a "
+                "letter or digit")
+    return None
+
+
+def get_step(state: Delivery, name: str) -> Step:
+    for step in state.steps:
+        if step.name == name:
+            return step
+    raise UsageError(f"delivery `{state.phase}` has no node `{name}` (nodes: "
+                     f"{', '.join(s.name for s in state.steps)})")
+
+
+def owner_alive(owner: Owner | None) -> bool:
+    if owner is None:
+        return False
+    import socket  # both load on first use: a delivery with nothing running needs neither
+
+    if owner.host != socket.gethostname():
+        return False
+    import psutil
+
+    try:
+        return abs(psutil.Process(owner.pid).create_time() - owner.create_time) < 0.01
+    except psutil.NoSuchProcess:
+        return False
+
+
+def gate_open(state: Delivery, gate: str) -> bool:
+    """A gate is open when its latest decision is an approval (one approval per gate name); a
+    `risk` gate also needs that approval to be newer than the latest risk raised."""
+    decisions = [a for a in state.approvals if a.gate == gate]
+    if not decisions or decisions[-1].decision != "approved":
+        return False
+    raised = [r.raised_at for r in state.risks] if gate == "risk" else []
+    return not raised or decisions[-1].at >= max(raised)
+
+
+def closed_gates(state: Delivery, step: Step) -> list[str]:
+    return [g for g in step.gates if not gate_open(state, g)]
+
+
+def runnable_steps(state: Delivery) -> list[str]:
+    """Pending or interrupted steps whose upstream is not stuck and have no closed gate in front."""
+    stuck: set[str] = set()
+    out = []
+    for step in state.steps:
+        interrupted = step.status == "running" and not owner_alive(step.owner)
+        upstream_stuck = bool(stuck & set(step.needs))
+        if step.status != "completed":
+            stuck.add(step.name)
+        if upstream_stuck or step.status not in ("pending", "running") or closed_gates(state, step):
+            continue
+        if step.status == "pending" or interrupted:
+            out.append(step.name)
+    return out
+
+
+def source_path(root: Path, display: str) -> Path | None:
+    """The file a snapshot entry was copied from (its `path` as shown, relative to `root`)."""
+    if display.startswith(BUILTIN_PREFIX):
+        return BUILTIN_DEFS / display.removeprefix(BUILTIN_PREFIX)
+    path = Path(display)
+    return path if path.is_absolute() else root / path
+
+
+def drift(root: Path, state: Delivery) -> list[str]:
+    """Snapshot files whose source changed since creation (reported, never blocking)."""
+    notes = []
+    catalog_files = {f.path: f for f in state.snapshot.files}
+    for display, f in catalog_files.items():
+        source = source_path(root, display)
+        if source is None or not source.is_file():
+            notes.append(f"{display}: removed since the snapshot (the delivery keeps its copy)")
+        elif sha256_file(source) != f.sha256:
+            notes.append(f"{display}: changed since the snapshot (the delivery keeps its copy)")
+    for step in state.steps:
+        notes += [f"{step.name}: {note}" for note in step_drift(root, step)]
+    return notes
+
+
+def step_drift(root: Path, step: Step) -> list[str]:
+    """Upstream handoffs whose file no longer has the hash this step consumed."""
+    notes = []
+    for port, ref in step.consumed.items():
+        path = root / ref.path
+        if not path.is_file() or sha256_file(path) != ref.sha256:
+            notes.append(f"input `{port}` {ref.path} changed since it was consumed")
+    return notes
+
+
+def tokens(usage: Usage) -> int:
+    return usage.input_tokens + usage.output_tokens
+
+
+def step_tokens(step: Step) -> int:
+    return sum(tokens(u) for u in step.usage)
+
+
+def delivery_tokens(state: Delivery) -> int:
+    return sum(step_tokens(s) for s in state.steps)
+
+
+def gate_prompt(state: Delivery, step: Step) -> dict[str, object] | None:
+    """For `specops status`: the question at the first closed gate, what to read, the command."""
+    closed = closed_gates(state, step)
+    if not closed:
+        return None
+    gate = closed[0]
+    if gate == "scope":
+        look = [f"phases/{state.phase}/request.md"]
+    elif gate == "risk":
+        look = [r.path for r in state.risks]
+    else:
+        look = [ref.path for n in step.needs for ref in get_step(state, n).handoff.values()]
+    return {"gate": gate, "question": QUESTIONS[gate], "look_at": look,
+            "approve": f"specops approve {state.phase} {gate} --note ...",
+            "reject": f"specops approve {state.phase} {gate} --reject --note ...",
+            "open": gate_open(state, gate)}
+
+
+def status_report(root: Path, state: Delivery) -> dict:
+    """What `specops status ID` adds to the state: runnable steps, drift, open questions, tokens."""
+    return {"runnable": runnable_steps(state), "drift": drift(root, state),
+            "gates": {s.name: ask for s in state.steps
+                      if s.status == "blocked" and (ask := gate_prompt(state, s))},
+            "tokens": {"delivery": delivery_tokens(state), "budget": state.budget_tokens,
+                       "per_node": {s.name: step_tokens(s) for s in state.steps}}}
+
+
+def render_status(state: Delivery, report: dict) -> str:
+    lines = [f"delivery {state.phase}  workflow {state.workflow}  status {state.status}",
+             f"request: {(state.request.strip().splitlines() or ['(empty)'])[0][:100]}"]
+    for s in state.steps:
+        line = f"  {STATUS_MARK[s.status]} {s.step:>2} {s.name:<16} {s.status:<10}"
+        if s.status == "completed":
+            line += f" {len(s.handoff)} handoff(s), attempt {s.attempts}"
+        if s.usage:
+            line += f" [{step_tokens(s)} tokens]"
+        if s.error_message:
+            line += f" {s.error_message.splitlines()[0][:120]}"
+            line += f"\n       next: fix the cause, then `specops resume {state.phase} {s.name}`"
+        if s.blocked_reason:
+            line += f" {s.blocked_reason}"
+        ask = report["gates"].get(s.name)
+        if ask:
+            line += f"\n       question: {ask['question']}"
+            if ask["look_at"]:
+                line += f"\n       look at: {', '.join(ask['look_at'])}"
+            line += f"\n       next: `{ask['approve']}` (or `{ask['reject']}`)"
+        lines.append(line)
+    budget = f" of {state.budget_tokens}" if state.budget_tokens else ""
+    lines.append(f"tokens: {delivery_tokens(state)}{budget}")
+    if report["runnable"]:
+        lines.append(f"next: `specops run {state.phase}` runs {', '.join(report['runnable'])}")
+    lines += [f"drift: {d}" for d in report["drift"]]
+    return "\n".join(lines)
+
+
+def render_index(entries: list) -> str:
+    """`specops status` with no delivery: one line per delivery, or how to create the first."""
+    if not entries:
+        return ("no deliveries yet; create one with `specops new WORKFLOW DELIVERY --request "
+                "TEXT`")
+    return "\n".join(f"{e.id:<24} {e.workflow:<18} {e.status:<10} updated {e.updated_at}"
+                     for e in entries)

@@ -1,0 +1,235 @@
+"""Validated reads without pydantic, for the commands that must answer at once.
+
+`schemas.json` holds the JSON Schemas pydantic generates for the models on disk (the delivery
+state, the delivery index, workflow and phase definitions). `canonical` accepts a parsed JSON
+value only when it is exactly what the model would dump after validating it: every field present
+in the model's order, every value of the exact type (an int where an int belongs, never `1.0` or
+`"1"`), every constraint of the schema met. For such a value, pydantic's validate-then-dump
+changes nothing, so reading it through `canonical` and through the model says the same thing.
+Anything else, including a schema keyword this module does not know, is `NotCanonical`: the
+caller hands the read over to the pydantic models, which accept it (coercing) or report the
+exact error. Files specops writes are always canonical; hand-edited ones usually are not.
+
+The schemas are generated (`python -m specops_dag.shape`); a test keeps the file equal to what
+the models generate. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from types import SimpleNamespace
+
+SCHEMAS = Path(__file__).resolve().parent / "schemas.json"
+IGNORED = frozenset({"title", "description", "default", "required", "$defs"})
+KNOWN = IGNORED | {"$ref", "anyOf", "type", "properties", "additionalProperties",
+                   "patternProperties", "const", "enum", "items", "minItems", "minLength",
+                   "minimum", "maximum", "pattern"}
+
+
+class NotCanonical(Exception):
+    """The value is not one the model would dump as is; read it through the model instead."""
+
+
+@cache
+def schemas() -> dict:
+    return json.loads(SCHEMAS.read_text(encoding="utf-8"))
+
+
+def canonical(value: object, kind: str) -> object:
+    """A read-only view of `value` (objects as attribute namespaces, maps as dicts, arrays as
+    lists) if it is a canonical `kind` ("delivery", "index", "workflow", "phase")."""
+    return checker(kind)(value)
+
+
+Check = Callable[[object], object]
+
+
+@cache
+def checker(kind: str) -> Check:
+    schema = schemas()["models"][kind]
+    return Compiler(schema.get("$defs", {})).compile(schema)
+
+
+def refuse(why: str) -> Check:
+    def check(value: object) -> object:
+        raise NotCanonical(why)
+    return check
+
+
+class Compiler:
+    """Turns a schema into one function per node, once per process: a 100-node delivery is
+    checked in a few milliseconds."""
+
+    def __init__(self, defs: dict) -> None:
+        self.defs = defs
+        self.refs: dict[str, Check] = {}
+
+    def compile(self, schema: dict) -> Check:
+        if not KNOWN.issuperset(schema):
+            return refuse(f"schema keyword(s) {sorted(set(schema) - KNOWN)}")
+        if "$ref" in schema:
+            return self.ref(schema["$ref"].removeprefix("#/$defs/"))
+        if "anyOf" in schema:
+            return self.any_of([self.compile(option) for option in schema["anyOf"]])
+        check = self.typed(schema)
+        if "const" in schema or "enum" in schema:
+            allowed = [schema["const"]] if "const" in schema else schema["enum"]
+            return self.one_of(allowed, check)
+        return check
+
+    def ref(self, name: str) -> Check:
+        if name not in self.refs:
+            self.refs[name] = refuse("recursive $ref")  # models on disk are not recursive
+            self.refs[name] = self.compile(self.defs[name])
+        return self.refs[name]
+
+    @staticmethod
+    def any_of(options: list[Check]) -> Check:
+        def check(value: object) -> object:
+            for option in options:
+                try:
+                    return option(value)
+                except NotCanonical:
+                    continue
+            raise NotCanonical("no option of anyOf")
+        return check
+
+    @staticmethod
+    def one_of(allowed: list, typed: Check) -> Check:
+        def check(value: object) -> object:
+            if not any(type(value) is type(a) and value == a for a in allowed):
+                raise NotCanonical("const/enum")
+            return typed(value)
+        return check
+
+    def typed(self, schema: dict) -> Check:
+        kind = schema.get("type")
+        if kind == "object":
+            return self.model(schema) if "properties" in schema else self.mapping(schema)
+        if kind == "array":
+            return self.array(schema)
+        if kind == "string":
+            return self.string(schema)
+        if kind in ("integer", "number"):
+            return self.number(int if kind == "integer" else float, schema)
+        if kind == "boolean":
+            return self.exact(bool)
+        if kind == "null":
+            return self.exact(type(None))
+        if kind is None and ("const" in schema or "enum" in schema):
+            return lambda value: value
+        return refuse(f"type {kind!r}")
+
+    @staticmethod
+    def exact(cls: type) -> Check:
+        def check(value: object) -> object:
+            if type(value) is not cls:
+                raise NotCanonical(cls.__name__)
+            return value
+        return check
+
+    def model(self, schema: dict) -> Check:
+        """A model: every field, in the model's order, nothing else."""
+        if schema.get("additionalProperties") is not False:
+            return refuse("a model that allows extra fields")
+        names = tuple(schema["properties"])
+        fields = [(name, self.compile(sub)) for name, sub in schema["properties"].items()]
+
+        def check(value: object) -> object:
+            if type(value) is not dict or tuple(value) != names:
+                raise NotCanonical("fields")
+            return SimpleNamespace(**{name: field(value[name]) for name, field in fields})
+        return check
+
+    def mapping(self, schema: dict) -> Check:
+        extra = schema.get("additionalProperties", True)
+        patterns = schema.get("patternProperties", {})
+        if len(patterns) > 1 or (patterns and extra is not True) or extra is False:
+            return refuse("a map with several key rules")
+        key_pattern = next(iter(patterns), None)
+        item = (self.compile(patterns[key_pattern]) if patterns
+                else self.compile(extra) if type(extra) is dict else None)
+
+        def check(value: object) -> object:
+            if type(value) is not dict:
+                raise NotCanonical("object")
+            if key_pattern is not None and not all(matches(key_pattern, k) for k in value):
+                raise NotCanonical("key pattern")
+            return dict(value) if item is None else {k: item(v) for k, v in value.items()}
+        return check
+
+    def array(self, schema: dict) -> Check:
+        least = schema.get("minItems", 0)
+        item = self.compile(schema["items"]) if "items" in schema else None
+
+        def check(value: object) -> object:
+            if type(value) is not list or len(value) < least:
+                raise NotCanonical("array")
+            return list(value) if item is None else [item(v) for v in value]
+        return check
+
+    @staticmethod
+    def string(schema: dict) -> Check:
+        least, pattern = schema.get("minLength", 0), schema.get("pattern")
+
+        def check(value: object) -> object:
+            if type(value) is not str or len(value) < least:
+                raise NotCanonical("string")
+            if pattern is not None and not matches(pattern, value):
+                raise NotCanonical("pattern")
+            if not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:  # a lone surrogate from a `\\ud800` escape
+                    raise NotCanonical("surrogate") from None
+            return value
+        return check
+
+    @staticmethod
+    def number(cls: type, schema: dict) -> Check:
+        """`int` exactly (never a bool or 1.0); `float` exactly (pydantic dumps a float field's
+        1 as 1.0)."""
+        low, high = schema.get("minimum"), schema.get("maximum")
+
+        def check(value: object) -> object:
+            if type(value) is not cls:
+                raise NotCanonical(cls.__name__)
+            if (low is not None and value < low) or (high is not None and value > high):
+                raise NotCanonical("bounds")
+            return value
+        return check
+
+
+def matches(pattern: str, text: str) -> bool:
+    """Pydantic's (Rust regex) search: its `$` ends the text, where Python's also matches before
+    a final newline."""
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + r"\Z"
+    return re.search(pattern, text) is not None
+
+
+def same(a: object, b: object) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def generate() -> dict:
+    """The schemas of the models, as `schemas.json` must hold them (imports pydantic)."""
+    from .definition import Phase, Workflow
+    from .state import SCHEMA_VERSION, Delivery, Index
+
+    models = {"delivery": Delivery, "index": Index, "workflow": Workflow, "phase": Phase}
+    return {"schema_version": SCHEMA_VERSION,
+            "models": {k: m.model_json_schema(by_alias=True) for k, m in models.items()}}
+
+
+def render(data: dict) -> str:
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
+if __name__ == "__main__":
+    SCHEMAS.write_text(render(generate()), encoding="utf-8")
+    print(f"wrote {SCHEMAS}")
