@@ -19,7 +19,8 @@ from . import delivery as ops
 from .catalog import definition_roots, load_catalog
 from .definition import Phase, SkillGraph, Workflow
 from .errors import DefinitionError, SpecopsError
-from .prompt import dry_run
+from .prompt import pick_step
+from .prompt import render_dry_run as render_preview
 from .reading import render_index, render_status, status_report
 from .state import Store
 
@@ -205,26 +206,9 @@ def dry_run_command(ctx, delivery: str, node: str | None, as_json: bool) -> None
 
 
 def render_dry_run(store: Store, delivery: str, node: str | None, as_json: bool) -> str:
-    step, prompt = dry_run(store, delivery, node)
-    head = {"delivery": delivery, "node": step.name, "step": step.step, "phase": step.phase}
-    if prompt is None:
-        argv = ops.snapshot_catalog(store, store.read(delivery)).phases[
-            step.phase].execution.executor.argv
-        if as_json:
-            return json.dumps({**head, "executor": "command", "argv": argv}, indent=2)
-        return (f"dry-run of {delivery} / {step.name} (step {step.step}): a command step, no "
-                f"prompt; it would run {argv}")
-    if as_json:
-        return json.dumps({**head, "executor": "codex", "parts": [
-            {"label": p.label, "path": p.path, "chars": p.chars} for p in prompt.parts],
-            "total_chars": prompt.total_chars}, indent=2)
-    lines = [f"dry-run of {delivery} / {step.name} (step {step.step}, phase {step.phase}): "
-             "nothing is changed"]
-    for p in prompt.parts:
-        shown = f"{p.path}  ({p.label})" if p.path else f"({p.label})"
-        lines.append(f"  {p.chars:>8}  {shown}")
-    lines.append(f"total prompt: {prompt.total_chars} chars")
-    return "\n".join(lines)
+    state = store.read(delivery)
+    step = pick_step(state, node)
+    return render_preview(store.root, state, step, ops.snapshot_catalog(store, state), as_json)
 
 
 @main.command()

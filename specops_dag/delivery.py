@@ -17,7 +17,14 @@ import yaml
 
 from .catalog import Catalog, load_catalog, topological_order
 from .errors import BlockedError, StateError, UsageError, WriteConflict
-from .reading import delivery_id_problem, gate_open, owner_alive, sha256_file
+from .reading import (
+    delivery_id_problem,
+    gate_open,
+    owner_alive,
+    sha256_file,
+    target_of,
+    work_path,
+)
 from .state import (
     BoundSkill,
     Delivery,
@@ -171,14 +178,12 @@ def snapshot_catalog(store: Store, state: Delivery) -> Catalog:
 
 
 def target_path(store: Store, state: Delivery) -> Path:
-    return (store.root / state.target).resolve()
+    return target_of(store.root, state)
 
 
 def workdir(store: Store, state: Delivery) -> Path:
     """Where the agent works: the delivery's worktree once it exists, else the target itself."""
-    if state.worktree:
-        return (store.root / state.worktree).resolve()
-    return target_path(store, state)
+    return work_path(store.root, state)
 
 
 def downstream_of(state: Delivery, node: str) -> list[str]:

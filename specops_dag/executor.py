@@ -102,7 +102,7 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
     folder = node_dir(store, state.phase, step.name)
     target = workdir(store, state)
     codex_bin = find_codex(settings, store.root)
-    prompt = assemble_prompt(store, state, step, catalog, target)
+    prompt = assemble_prompt(store.root, state, step, catalog, target)
     (folder / "prompt.md").write_text(prompt.text, encoding="utf-8")
     last = folder / "last-message.txt"
     last.unlink(missing_ok=True)  # codex leaves a stale -o file on a failed turn
@@ -165,7 +165,7 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     folder = node_dir(store, state.phase, step.name)
     repo = workdir(store, state)
     round_no = step.attempts
-    lines = read_list(store, state, step, catalog) + [
+    lines = read_list(store.root, state, step, catalog) + [
         f"{ref.path} (sha256 {ref.sha256}) — the generator's artifact `{art}`"
         for art, ref in generated.handoff.items()]
     if (folder / "validation").is_dir():

@@ -297,7 +297,7 @@ def state_lines(state: Delivery, step: Step) -> list[str]:
 def read_lines(store: Store, state: Delivery, step: Step, catalog: Catalog) -> list[str]:
     from .prompt import read_list
 
-    lines = read_list(store, state, step, catalog) + [
+    lines = read_list(store.root, state, step, catalog) + [
         f"{path} — context file" for path in step.context_files]
     return [f"- {line}" for line in lines] or ["- (none)"]
 

@@ -6,16 +6,19 @@ sha256, never pasted. Reading only: dry-run calls this and must change nothing.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .catalog import Catalog
-from .definition import Phase
-from .delivery import snapshot_catalog, workdir
 from .errors import UsageError
-from .reading import BUILTIN_DEFS, owner_alive, sha256_file
-from .state import Delivery, Step, Store
+from .reading import BUILTIN_DEFS, get_step, owner_alive, sha256_file, work_path
+
+if TYPE_CHECKING:  # the models, for the annotations only: dry-run reads without pydantic
+    from .catalog import Catalog
+    from .definition import Phase
+    from .state import Delivery, Step
 
 FAILURE_LIMIT = 4000
 FAILURE_HEAD = 1500
@@ -69,12 +72,13 @@ class Prompt:
         return len(self.text)
 
 
-def assemble_prompt(store: Store, state: Delivery, step: Step, catalog: Catalog,
+def assemble_prompt(root: Path, state: Delivery, step: Step, catalog: Catalog,
                     target: Path) -> Prompt:
-    """Read everything this attempt's prompt is made of, in the fixed order, once."""
+    """Read everything this attempt's prompt is made of, in the fixed order, once. `root` is
+    the harness root; `catalog` the delivery's snapshot (models or `shape` views)."""
     phase = catalog.phases[step.phase]
     parts: list[PromptPart] = []
-    agents = store.root / "AGENTS.md"
+    agents = root / "AGENTS.md"
     if agents.is_file():
         parts.append(PromptPart("AGENTS.md", "AGENTS.md", read_text(agents, "AGENTS.md")))
     parts.append(PromptPart("common work rules", "built-in:workflow_defs/work-rules.md",
@@ -91,7 +95,7 @@ def assemble_prompt(store: Store, state: Delivery, step: Step, catalog: Catalog,
         failure = failure_summary(step.last_failure)
         parts.append(PromptPart("previous failure", None,
                                 "# Previous attempt failed\n\n" + failure))
-    parts.append(PromptPart("current step", None, current_step(store, state, step, catalog,
+    parts.append(PromptPart("current step", None, current_step(root, state, step, catalog,
                                                                 phase)))
     return Prompt(state.phase, step.name, step.step, tuple(parts))
 
@@ -177,7 +181,7 @@ def latest_summary(state: Delivery, step: Step) -> PromptPart | None:
     return None
 
 
-def read_list(store: Store, state: Delivery, step: Step, catalog: Catalog) -> list[str]:
+def read_list(root: Path, state: Delivery, step: Step, catalog: Catalog) -> list[str]:
     """READ lines: upstream handoffs by input port, in the node's declared order, path + sha256."""
     wf = catalog.workflows[state.workflow]
     node = next(n for n in wf.nodes if n.id == step.name)
@@ -185,23 +189,23 @@ def read_list(store: Store, state: Delivery, step: Step, catalog: Catalog) -> li
     for port, ref in node.inputs.items():
         if ref.input is not None:
             rel = f"phases/{state.phase}/request.md"
-            sha = sha256_file(store.root / rel) if (store.root / rel).is_file() else "missing"
+            sha = sha256_file(root / rel) if (root / rel).is_file() else "missing"
             lines.append(f"{rel} (sha256 {sha}) — input `{port}`: the delivery request")
             continue
-        upstream = state.get_step(ref.node or "")
+        upstream = get_step(state, ref.node or "")
         for art, fref in upstream.handoff.items():
             lines.append(f"{fref.path} (sha256 {fref.sha256}) — input `{port}`: `{ref.node}` "
                          f"output `{ref.output}`, artifact `{art}`")
     return lines
 
 
-def current_step(store: Store, state: Delivery, step: Step, catalog: Catalog,
+def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
                  phase: Phase) -> str:
     attempt = min(step.attempts + (0 if step.status == "running" else 1), MAX_ATTEMPTS)
     node_dir = f"phases/{state.phase}/{step.name}"
     out = [f"# Current step: `{step.name}` (step {step.step} of delivery `{state.phase}`, phase "
            f"`{step.phase}`, attempt {attempt} of {MAX_ATTEMPTS})", "", "READ (in order):"]
-    out += [f"{i}. {line}" for i, line in enumerate(read_list(store, state, step, catalog), 1)]
+    out += [f"{i}. {line}" for i, line in enumerate(read_list(root, state, step, catalog), 1)]
     if len(out) == 3:
         out.append("(no upstream handoffs)")
     skills = state.snapshot.skills.get(step.phase, [])
@@ -210,7 +214,7 @@ def current_step(store: Store, state: Delivery, step: Step, catalog: Catalog,
         out += [f"- {s.load}: `{s.id}` phases/{state.phase}/{s.path} (sha256 {s.sha256})"
                 for s in skills]
     out += ["", "TASK:", phase.execution.goal.strip()]
-    step_file = store.delivery_dir(state.phase) / f"step{step.step}.md"
+    step_file = root / "phases" / state.phase / f"step{step.step}.md"
     if step_file.is_file():
         out.append(f"Step details: phases/{state.phase}/step{step.step}.md")
     out += ["", "WRITE:"]
@@ -225,20 +229,43 @@ def current_step(store: Store, state: Delivery, step: Step, catalog: Catalog,
     return "\n".join(out)
 
 
-def dry_run(store: Store, delivery: str, node: str | None = None) -> tuple[Step, Prompt | None]:
-    """The prompt the next attempt of `node` (default: the first pending or interrupted step)
-    would get, or None for a command step. Reads only: no state, timestamps, git or files."""
-    state = store.read(delivery)
+def pick_step(state: Delivery, node: str | None) -> Step:
+    """The step a dry run previews: `node`, or the first pending or interrupted step."""
     if node is not None:
-        step = state.get_step(node)
-    else:
-        waiting = [s for s in state.steps if s.status == "pending"
-                   or (s.status == "running" and not owner_alive(s.owner))]
-        if not waiting:
-            raise UsageError(f"delivery `{delivery}` has no pending step (status "
-                             f"{state.status}); name a node to preview its prompt")
-        step = waiting[0]
-    catalog = snapshot_catalog(store, state)
+        return get_step(state, node)
+    waiting = [s for s in state.steps if s.status == "pending"
+               or (s.status == "running" and not owner_alive(s.owner))]
+    if not waiting:
+        raise UsageError(f"delivery `{state.phase}` has no pending step (status "
+                         f"{state.status}); name a node to preview its prompt")
+    return waiting[0]
+
+
+def preview(root: Path, state: Delivery, step: Step, catalog: Catalog) -> Prompt | None:
     if catalog.phases[step.phase].execution.executor.kind == "command":
-        return step, None
-    return step, assemble_prompt(store, state, step, catalog, workdir(store, state))
+        return None
+    return assemble_prompt(root, state, step, catalog, work_path(root, state))
+
+
+def render_dry_run(root: Path, state: Delivery, step: Step, catalog: Catalog,
+                   as_json: bool) -> str:
+    """What `specops dry-run` prints: the prompt's parts path by path, or a command step's argv."""
+    prompt = preview(root, state, step, catalog)
+    head = {"delivery": state.phase, "node": step.name, "step": step.step, "phase": step.phase}
+    if prompt is None:
+        argv = catalog.phases[step.phase].execution.executor.argv
+        if as_json:
+            return json.dumps({**head, "executor": "command", "argv": argv}, indent=2)
+        return (f"dry-run of {state.phase} / {step.name} (step {step.step}): a command step, no "
+                f"prompt; it would run {argv}")
+    if as_json:
+        return json.dumps({**head, "executor": "codex", "parts": [
+            {"label": p.label, "path": p.path, "chars": p.chars} for p in prompt.parts],
+            "total_chars": prompt.total_chars}, indent=2)
+    lines = [f"dry-run of {state.phase} / {step.name} (step {step.step}, phase {step.phase}): "
+             "nothing is changed"]
+    for p in prompt.parts:
+        shown = f"{p.path}  ({p.label})" if p.path else f"({p.label})"
+        lines.append(f"  {p.chars:>8}  {shown}")
+    lines.append(f"total prompt: {prompt.total_chars} chars")
+    return "\n".join(lines)

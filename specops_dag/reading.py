@@ -63,6 +63,18 @@ def get_step(state: Delivery, name: str) -> Step:
                      f"{', '.join(s.name for s in state.steps)})")
 
 
+def target_of(root: Path, state: Delivery) -> Path:
+    """The repository the delivery changes (its `target`, relative to the harness root)."""
+    return (root / state.target).resolve()
+
+
+def work_path(root: Path, state: Delivery) -> Path:
+    """Where the agent works: the delivery's worktree once it exists, else the target itself."""
+    if state.worktree:
+        return (root / state.worktree).resolve()
+    return target_of(root, state)
+
+
 def owner_alive(owner: Owner | None) -> bool:
     if owner is None:
         return False

@@ -110,7 +110,7 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
                                f"`{step.status}`")
         if catalog.phases[step.phase].execution.executor.kind != "command":
             # Validate context paths before any codex or git change (raises UsageError).
-            assemble_prompt(store, state, step, catalog, workdir(store, state))
+            assemble_prompt(store.root, state, step, catalog, workdir(store, state))
         block = budget_spent(state, step, catalog.phases[step.phase].execution.budget.tokens)
         block = block or prepare_worktree(store, state, step)
         if block:

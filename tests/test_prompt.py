@@ -70,7 +70,7 @@ def test_the_prompt_parts_come_in_the_seed_order(tmp_path: Path) -> None:
     with store.transaction("d1") as state:
         state.get_step("review").last_failure = "exit 0 but required artifacts are missing"
     state = store.read("d1")
-    prompt = assemble_prompt(store, state, state.get_step("review"),
+    prompt = assemble_prompt(root, state, state.get_step("review"),
                              snapshot_catalog(store, state), root)
     assert [(p.label, p.path) for p in prompt.parts] == [
         ("AGENTS.md", "AGENTS.md"),
@@ -92,7 +92,7 @@ def test_the_current_step_names_paths_and_hashes_never_bodies(tmp_path: Path) ->
     completed_write(root)
     state = store.read("d1")
     catalog = snapshot_catalog(store, state)
-    current = assemble_prompt(store, state, state.get_step("review"), catalog, root).parts[-1]
+    current = assemble_prompt(root, state, state.get_step("review"), catalog, root).parts[-1]
     skill = state.snapshot.skills["c-review"][0]
     notes_sha = sha256_file(root / "phases/d1/write/notes.md")
     assert current.text == (
@@ -125,7 +125,7 @@ def test_without_a_handoff_only_the_latest_earlier_summary_is_injected_capped(
     store = new(root)
     completed_write(root, summary="s" * 1500)
     state = store.read("d1")
-    parts = assemble_prompt(store, state, state.get_step("review"),
+    parts = assemble_prompt(root, state, state.get_step("review"),
                             snapshot_catalog(store, state), root).parts
     [summary] = [p for p in parts if p.label.startswith("summary")]
     assert summary.label == "summary of step 0 (write)"
