@@ -1,6 +1,7 @@
-"""The `specops` console script. `specops hook …` runs on every agent tool call and `specops
-status` is what people type to look around, so both are answered here without importing click,
-pydantic or dagster when they can be (see `quick`); everything else goes to the click CLI."""
+"""The `specops` console script. `specops hook …` runs on every agent tool call, and `specops
+status` / `dry-run` are what people type to look around, so they are answered here without
+importing click, pydantic or dagster when they can be (see `quick`); everything else goes to the
+click CLI."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ def main() -> None:
         from .hook import main as hook_main
 
         sys.exit(hook_main(argv[1:]))
-    if "status" in argv[:3]:
+    if {"status", "dry-run"} & set(argv[:3]):
         from .quick import answer
 
         code = answer(argv)

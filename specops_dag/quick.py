@@ -1,8 +1,10 @@
-"""`specops status` answered without click, pydantic, yaml or dagster.
+"""`specops status` and `specops dry-run` answered without click, pydantic, yaml or dagster.
 
-`answer` takes the command line when it is a plain `status [DELIVERY] [--json]` (after an
-optional `--root PATH`), reads the state through `shape.canonical` and prints what the full CLI
-prints, from the same `reading` functions. Whenever it is not sure it would say exactly the same
+`answer` takes the command line when it is a plain `status [DELIVERY] [--json]` or `dry-run
+DELIVERY [NODE] [--json]` (after an optional `--root PATH`), reads the state through
+`shape.canonical` (and a dry-run's snapshot through the delivery's `catalog.json`, see
+`shape.read_compiled`) and prints what the full CLI prints, from the same `reading` and `prompt`
+functions. Whenever it is not sure it would say exactly the same
 — another option, a bad id, a missing, hand-edited or unreadable file, any error at all — it
 returns None without printing, and `entry` hands the command line to the click CLI, whose
 answer (or exact error and exit code) is the reference. `tests/test_quick.py` compares the two.
@@ -17,23 +19,28 @@ from pathlib import Path
 
 from . import reading, shape
 
+MOST_ARGS = {"status": (0, 1), "dry-run": (1, 2)}
 
-def parse(argv: list[str]) -> tuple[Path, list[str], bool] | None:
-    """(root, positional arguments, --json) of `[--root PATH] status [ARG] [--json]`, else None."""
+
+def parse(argv: list[str]) -> tuple[Path, str, list[str], bool] | None:
+    """(root, command, positional arguments, --json) of `[--root PATH] status [DELIVERY]
+    [--json]` or `[--root PATH] dry-run DELIVERY [NODE] [--json]`, else None."""
     root = os.environ.get("SPECOPS_ROOT", ".")
     if argv[:1] == ["--root"] and len(argv) > 1:
         root, argv = argv[1], argv[2:]
     elif argv[:1] and argv[0].startswith("--root="):
         root, argv = argv[0].removeprefix("--root="), argv[1:]
-    if argv[:1] != ["status"] or not root:
+    if not argv or argv[0] not in MOST_ARGS or not root:
         return None
+    least, most = MOST_ARGS[argv[0]]
     args = [a for a in argv[1:] if a != "--json"]
-    if len(args) > 1 or any(a.startswith("-") for a in args) or argv.count("--json") > 1:
+    if not least <= len(args) <= most or any(a.startswith("-") for a in args) \
+            or argv.count("--json") > 1:
         return None
     path = Path(root)
     if path.exists() and not path.is_dir():
         return None
-    return path.resolve(), args, "--json" in argv
+    return path.resolve(), argv[0], args, "--json" in argv
 
 
 def answer(argv: list[str]) -> int | None:
@@ -41,9 +48,12 @@ def answer(argv: list[str]) -> int | None:
     parsed = parse(argv)
     if parsed is None:
         return None
-    root, args, as_json = parsed
+    root, command, args, as_json = parsed
     try:
-        text = status_text(root, args[0] if args else None, as_json)
+        if command == "status":
+            text = status_text(root, args[0] if args else None, as_json)
+        else:
+            text = dry_run_text(root, args[0], args[1] if len(args) > 1 else None, as_json)
     except Exception:  # noqa: BLE001 — whatever it is, the full CLI reports it exactly
         return None
     if text is None or "\x1b" in text:  # click strips terminal escapes when piped; leave it that
@@ -83,3 +93,17 @@ def status_text(root: Path, delivery: str | None, as_json: bool) -> str | None:
     if as_json:
         return json.dumps({**data, **report}, indent=2)
     return reading.render_status(state, report)
+
+
+def dry_run_text(root: Path, delivery: str, node: str | None, as_json: bool) -> str | None:
+    folder = root / "phases" / delivery
+    if reading.delivery_id_problem(delivery) or not (folder / "index.json").is_file():
+        return None
+    read = read_canonical(folder / "index.json", "delivery")
+    catalog = shape.read_compiled(folder / "catalog.json", folder / "snapshot")
+    if read is None or catalog is None:
+        return None
+    from .prompt import pick_step, render_dry_run
+
+    state = read[1]
+    return render_dry_run(root, state, pick_step(state, node), catalog, as_json)

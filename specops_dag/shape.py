@@ -16,7 +16,9 @@ the models generate. Standard library only.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 from collections.abc import Callable
 from functools import cache
@@ -214,6 +216,73 @@ def matches(pattern: str, text: str) -> bool:
 
 def same(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
+
+
+LOADER = ("catalog.py", "definition.py", "fastyaml.py")  # what turns snapshot files into models
+
+
+def loader_key() -> str:
+    """The sha256 of the definition loader's source: a compiled catalog is trusted only when the
+    same loader would read the snapshot today."""
+    digest = hashlib.sha256()
+    for name in LOADER:
+        digest.update((SCHEMAS.parent / name).read_bytes())
+    return digest.hexdigest()
+
+
+def body_digest(body: dict) -> str:
+    return hashlib.sha256(json.dumps(body, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def tree_hashes(folder: Path) -> dict[str, str]:
+    """sha256 of every file under `folder`, by POSIX path relative to it."""
+    out = {}
+    for parent, _, names in os.walk(folder):
+        for name in names:
+            path = Path(parent, name)
+            out[path.relative_to(folder).as_posix()] = hashlib.sha256(
+                path.read_bytes()).hexdigest()
+    return out
+
+
+def compiled_catalog(snapshot: Path, workflows: dict, phases: dict) -> dict:
+    """What `catalog.json` holds: the snapshot catalog's model dumps, keyed to the files and the
+    loader they came from, with a digest of itself."""
+    body = {"loader": loader_key(), "snapshot": tree_hashes(snapshot),
+            "workflows": workflows, "phases": phases}
+    return {**body, "digest": body_digest(body)}
+
+
+def read_compiled(path: Path, snapshot: Path) -> SimpleNamespace | None:
+    """The catalog views in `catalog.json` if it still describes `snapshot` exactly, as this
+    loader would read it; None when the models must read the snapshot instead."""
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_bytes().decode("utf-8"))
+    if type(data) is not dict or list(data) != ["loader", "snapshot", "workflows", "phases",
+                                                "digest"]:
+        return None
+    digest = data.pop("digest")
+    if (digest != body_digest(data) or data["loader"] != loader_key()
+            or data["snapshot"] != tree_hashes(snapshot)):
+        return None
+    if type(data["workflows"]) is not dict or type(data["phases"]) is not dict:
+        return None
+    return SimpleNamespace(workflows=Views(data["workflows"], "workflow"),
+                           phases=Views(data["phases"], "phase"))
+
+
+class Views:
+    """Definitions by id, each checked by `canonical` when first looked up: a dry run reads one
+    phase of a hundred. A lookup raises KeyError or NotCanonical, and the caller hands over."""
+
+    def __init__(self, raw: dict, kind: str) -> None:
+        self.raw, self.kind, self.seen = raw, kind, {}
+
+    def __getitem__(self, key: str) -> object:
+        if key not in self.seen:
+            self.seen[key] = canonical(self.raw[key], self.kind)
+        return self.seen[key]
 
 
 def generate() -> dict:

@@ -377,3 +377,110 @@ def test_a_value_the_shape_check_accepts_is_one_the_models_dump_unchanged(
             assert json.dumps(dumped) == json.dumps(mutated)
     print(f"{accepted} mutations accepted, {rejected} handed to the models")
     assert accepted > 500 and rejected > 2000, (accepted, rejected)
+
+
+def codex_delivery(tmp_path: Path) -> Path:
+    """The agentic workflow with `write` completed, a context file, a handoff and a failure."""
+    from .agentic import agentic_root
+    from .conftest import write_tree
+    from .test_codex import new
+    from .test_prompt import completed_write, set_context
+
+    root = agentic_root(tmp_path)
+    write_tree(root, {"docs/arch.md": "# Architecture\n", "docs/phase/d1/handoff.md": "# H\n"})
+    store = new(root)
+    completed_write(root)
+    set_context(root, "d1", "review", ["docs/arch.md", "./docs/arch.md"])
+    with store.transaction("d1") as state:
+        state.get_step("review").last_failure = "exit 0 but required artifacts are missing"
+    return root
+
+
+DRY_RUNS = [("dry-run", "d1"), ("dry-run", "d1", "--json"), ("dry-run", "d1", "write"),
+            ("dry-run", "--json", "d1", "write")]
+
+
+@pytest.mark.parametrize("kind", ["codex steps", "command steps"])
+def test_quick_dry_run_prints_exactly_what_the_click_cli_prints(
+        tmp_path: Path, diamond_root: Path, kind: str, capsys: pytest.CaptureFixture) -> None:
+    if kind == "codex steps":
+        root, commands = codex_delivery(tmp_path), DRY_RUNS
+    else:
+        root = diamond_root
+        make_delivery(root)
+        commands = [("dry-run", "d1"), ("dry-run", "d1", "--json"), ("dry-run", "d1", "c")]
+    for args in commands:
+        assert answered_quickly(root, *args, capsys=capsys), args
+        script, click = both(root, *args)
+        assert (script.returncode, script.stdout, script.stderr) == (
+            click.returncode, click.stdout, click.stderr), args
+        assert script.returncode == 0 and script.stdout.startswith(("dry-run of d1", "{"))
+
+
+def tamper_catalog(root: Path) -> None:
+    path = root / "phases/d1/catalog.json"
+    data = json.loads(path.read_text())
+    data["phases"]["c-review"]["execution"]["goal"] = "Something else."
+    path.write_text(json.dumps(data))
+
+
+def retype_with_digest(root: Path) -> None:
+    """Phases whose goal is not a string, in a catalog.json whose digest was recomputed."""
+    path = root / "phases/d1/catalog.json"
+    data = json.loads(path.read_text())
+    data.pop("digest")
+    for phase in ("c-write", "c-review"):
+        data["phases"][phase]["execution"]["goal"] = 7
+    path.write_text(json.dumps({**data, "digest": shape.body_digest(data)}))
+
+
+SNAPSHOT_CHANGES = {
+    "no catalog.json (a delivery made before it existed)":
+        lambda root: (root / "phases/d1/catalog.json").unlink(),
+    "a snapshot copy edited": lambda root: (root / "phases/d1/snapshot/phases/c-review.yaml")
+        .write_text((root / "phases/d1/snapshot/phases/c-review.yaml").read_text().replace(
+            "Produce review.md", "Produce a longer review.md")),
+    "a file added to the snapshot": lambda root: (root / "phases/d1/snapshot/phases/x.yaml")
+        .write_text("kind: phase\n"),
+    "catalog.json edited by hand": tamper_catalog,
+    "catalog.json not JSON": lambda root: (root / "phases/d1/catalog.json").write_text("{"),
+    "a phase of the wrong shape under a matching digest": retype_with_digest,
+}
+
+
+@pytest.mark.parametrize("change", SNAPSHOT_CHANGES)
+def test_quick_dry_run_hands_over_when_catalog_json_no_longer_describes_the_snapshot(
+        tmp_path: Path, change: str, capsys: pytest.CaptureFixture) -> None:
+    root = codex_delivery(tmp_path)
+    SNAPSHOT_CHANGES[change](root)
+    for args in DRY_RUNS:
+        assert not answered_quickly(root, *args, capsys=capsys), args
+        script, click = both(root, *args)
+        assert (script.returncode, script.stdout, script.stderr) == (
+            click.returncode, click.stdout, click.stderr), args
+
+
+@pytest.mark.parametrize("args", [("dry-run",), ("dry-run", "d1", "write", "extra"),
+                                  ("dry-run", "d1", "ghost"), ("dry-run", "d1", "--node")])
+def test_quick_dry_run_leaves_bad_command_lines_to_the_click_cli(
+        tmp_path: Path, args: tuple[str, ...], capsys: pytest.CaptureFixture) -> None:
+    root = codex_delivery(tmp_path)
+    assert quick.answer(["--root", str(root), *args]) is None
+    assert capsys.readouterr().out == ""
+    script, click = both(root, *args)
+    assert (script.returncode, script.stdout, script.stderr) == (
+        click.returncode, click.stdout, click.stderr)
+    assert script.returncode == 2
+
+
+def test_specops_dry_run_imports_neither_click_pydantic_yaml_nor_dagster(tmp_path: Path) -> None:
+    root = codex_delivery(tmp_path)
+    code = ("import sys; sys.argv = ['specops', '--root', sys.argv[1], 'dry-run', 'd1']\n"
+            "from specops_dag.entry import main\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+            "print(sorted(m for m in ('click', 'pydantic', 'yaml', 'dagster', 'git') "
+            "if m in sys.modules), file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True,
+                            text=True, timeout=60, check=True)
+    assert result.stdout.startswith("dry-run of d1 / review (step 1, phase c-review): ")
+    assert result.stderr == "[]\n"
