@@ -259,20 +259,6 @@ def test_quick_status_reads_the_root_from_the_option_or_the_environment(
     assert quick.answer(["status"]) is None
 
 
-def test_specops_status_imports_neither_click_pydantic_yaml_nor_dagster(
-        diamond_root: Path) -> None:
-    make_delivery(diamond_root)
-    code = ("import sys; sys.argv = ['specops', '--root', sys.argv[1], 'status', 'd1']\n"
-            "from specops_dag.entry import main\n"
-            "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
-            "print(sorted(m for m in ('click', 'pydantic', 'yaml', 'dagster', 'git') "
-            "if m in sys.modules), file=sys.stderr)")
-    result = subprocess.run([sys.executable, "-c", code, str(diamond_root)], capture_output=True,
-                            text=True, timeout=60, check=True)
-    assert result.stdout.startswith("delivery d1  workflow diamond  status pending\n")
-    assert result.stderr == "[]\n"
-
-
 def test_the_schemas_file_is_what_the_models_generate() -> None:
     assert shape.SCHEMAS.read_text(encoding="utf-8") == shape.render(shape.generate()), (
         "the models changed: regenerate with `python -m specops_dag.shape`")
@@ -473,14 +459,18 @@ def test_quick_dry_run_leaves_bad_command_lines_to_the_click_cli(
     assert script.returncode == 2
 
 
-def test_specops_dry_run_imports_neither_click_pydantic_yaml_nor_dagster(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("command", "first_line"), [
+    ("status", "delivery d1  workflow agentic  status pending"),
+    ("dry-run", "dry-run of d1 / review (step 1, phase c-review): nothing is changed")])
+def test_specops_status_and_dry_run_import_neither_click_pydantic_yaml_nor_dagster(
+        tmp_path: Path, command: str, first_line: str) -> None:
     root = codex_delivery(tmp_path)
-    code = ("import sys; sys.argv = ['specops', '--root', sys.argv[1], 'dry-run', 'd1']\n"
+    code = ("import sys; sys.argv = ['specops', '--root', sys.argv[1], sys.argv[2], 'd1']\n"
             "from specops_dag.entry import main\n"
             "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
             "print(sorted(m for m in ('click', 'pydantic', 'yaml', 'dagster', 'git') "
             "if m in sys.modules), file=sys.stderr)")
-    result = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True,
-                            text=True, timeout=60, check=True)
-    assert result.stdout.startswith("dry-run of d1 / review (step 1, phase c-review): ")
+    result = subprocess.run([sys.executable, "-c", code, str(root), command],
+                            capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.splitlines()[0] == first_line
     assert result.stderr == "[]\n"
