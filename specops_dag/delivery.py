@@ -214,8 +214,6 @@ def downstream_of(state: Delivery, node: str) -> list[str]:
     return [s.name for s in state.steps if s.name in hit]
 
 
-
-
 def current_owner() -> Owner:
     import psutil
 

@@ -100,8 +100,10 @@ def dry_run_text(root: Path, delivery: str, node: str | None, as_json: bool) -> 
     if reading.delivery_id_problem(delivery) or not (folder / "index.json").is_file():
         return None
     read = read_canonical(folder / "index.json", "delivery")
+    if read is None:
+        return None
     catalog = shape.read_compiled(folder / "catalog.json", folder / "snapshot")
-    if read is None or catalog is None:
+    if catalog is None:
         return None
     from .prompt import pick_step, render_dry_run
 

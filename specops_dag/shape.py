@@ -25,6 +25,8 @@ from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
 
+from .reading import sha256_file
+
 SCHEMAS = Path(__file__).resolve().parent / "schemas.json"
 IGNORED = frozenset({"title", "description", "default", "required", "$defs"})
 KNOWN = IGNORED | {"$ref", "anyOf", "type", "properties", "additionalProperties",
@@ -103,7 +105,7 @@ class Compiler:
     @staticmethod
     def one_of(allowed: list, typed: Check) -> Check:
         def check(value: object) -> object:
-            if not any(type(value) is type(a) and value == a for a in allowed):
+            if not any(same(value, a) for a in allowed):
                 raise NotCanonical("const/enum")
             return typed(value)
         return check
@@ -153,13 +155,14 @@ class Compiler:
         if len(patterns) > 1 or (patterns and extra is not True) or extra is False:
             return refuse("a map with several key rules")
         key_pattern = next(iter(patterns), None)
+        key_ok = None if key_pattern is None else matcher(key_pattern)
         item = (self.compile(patterns[key_pattern]) if patterns
                 else self.compile(extra) if type(extra) is dict else None)
 
         def check(value: object) -> object:
             if type(value) is not dict:
                 raise NotCanonical("object")
-            if key_pattern is not None and not all(matches(key_pattern, k) for k in value):
+            if key_ok is not None and not all(key_ok(k) for k in value):
                 raise NotCanonical("key pattern")
             return dict(value) if item is None else {k: item(v) for k, v in value.items()}
         return check
@@ -176,17 +179,18 @@ class Compiler:
 
     @staticmethod
     def string(schema: dict) -> Check:
-        least, pattern = schema.get("minLength", 0), schema.get("pattern")
+        least = schema.get("minLength", 0)
+        pattern_ok = matcher(schema["pattern"]) if "pattern" in schema else None
 
         def check(value: object) -> object:
             if type(value) is not str or len(value) < least:
                 raise NotCanonical("string")
-            if pattern is not None and not matches(pattern, value):
+            if pattern_ok is not None and not pattern_ok(value):
                 raise NotCanonical("pattern")
             if not value.isascii():
                 try:
                     value.encode("utf-8")
-                except UnicodeEncodeError:  # a lone surrogate from a `\\ud800` escape
+                except UnicodeEncodeError:  # a lone surrogate from a `\ud800` escape
                     raise NotCanonical("surrogate") from None
             return value
         return check
@@ -206,12 +210,13 @@ class Compiler:
         return check
 
 
-def matches(pattern: str, text: str) -> bool:
-    """Pydantic's (Rust regex) search: its `$` ends the text, where Python's also matches before
-    a final newline."""
+def matcher(pattern: str) -> Callable[[str], bool]:
+    """Pydantic's (Rust regex) search, compiled once: its `$` ends the text, where Python's also
+    matches before a final newline."""
     if pattern.endswith("$") and not pattern.endswith("\\$"):
         pattern = pattern[:-1] + r"\Z"
-    return re.search(pattern, text) is not None
+    search = re.compile(pattern).search
+    return lambda text: search(text) is not None
 
 
 def same(a: object, b: object) -> bool:
@@ -240,8 +245,7 @@ def tree_hashes(folder: Path) -> dict[str, str]:
     for parent, _, names in os.walk(folder):
         for name in names:
             path = Path(parent, name)
-            out[path.relative_to(folder).as_posix()] = hashlib.sha256(
-                path.read_bytes()).hexdigest()
+            out[path.relative_to(folder).as_posix()] = sha256_file(path)
     return out
 
 

@@ -232,11 +232,13 @@ def migrate(data: dict, where: str) -> dict:
 def read_model(path: Path, where: str, model: type[M]) -> M:
     """A state file parsed and validated, or a StateError naming the file, the field and the fix."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise StateError(f"{where}: not valid JSON ({err}); restore it from git") from err
-    try:
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    try:  # only a `\u` escape can hold a lone surrogate: files without one skip the re-dump
+        if "\\u" in text:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as err:  # a `\ud800` escape decodes to a lone surrogate
         raise StateError(f"{where}: an escape `\\u{ord(err.object[err.start]):04x}` is half of "
                          "a UTF-16 surrogate pair, not a character; fix the file or restore it "
