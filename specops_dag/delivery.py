@@ -38,6 +38,7 @@ from .state import (
     move,
     now_iso,
     write_json_atomic,
+    write_text_atomic,
 )
 
 SNAPSHOT_DIR = "snapshot"
@@ -126,7 +127,7 @@ def compile_snapshot(store: Store, folder: Path) -> None:
         folder / SNAPSHOT_DIR,
         {k: w.model_dump() for k, w in snapshot.workflows.items()},
         {k: p.model_dump() for k, p in snapshot.phases.items()})
-    write_json_atomic(folder / CATALOG_FILE, compiled)
+    write_text_atomic(folder / CATALOG_FILE, compiled)
 
 
 def freeze_snapshot(catalog: Catalog, workflow_id: str, into: Path,

@@ -16,7 +16,6 @@ the models generate. Standard library only.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -25,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
 
-from .reading import sha256_file
+from .reading import sha256
 
 SCHEMAS = Path(__file__).resolve().parent / "schemas.json"
 IGNORED = frozenset({"title", "description", "default", "required", "$defs"})
@@ -229,32 +228,44 @@ LOADER = ("catalog.py", "definition.py", "fastyaml.py")  # what turns snapshot f
 def loader_key() -> str:
     """The sha256 of the definition loader's source: a compiled catalog is trusted only when the
     same loader would read the snapshot today."""
-    digest = hashlib.sha256()
+    digest = sha256()
     for name in LOADER:
         digest.update((SCHEMAS.parent / name).read_bytes())
     return digest.hexdigest()
 
 
-def body_digest(body: dict) -> str:
-    return hashlib.sha256(json.dumps(body, ensure_ascii=False).encode("utf-8")).hexdigest()
+DIGEST_HEAD = b'{"digest": "'  # catalog.json opens with its digest: 64 hex digits, then `",\n`
+BODY_AT = len(DIGEST_HEAD) + 64 + 3
 
 
 def tree_hashes(folder: Path) -> dict[str, str]:
-    """sha256 of every file under `folder`, by POSIX path relative to it."""
+    """sha256 of every file under `folder`, by POSIX path relative to it. Plain file
+    descriptors: dry-run reads a hundred small files, and file objects would double its cost."""
+    base = str(folder)
     out = {}
-    for parent, _, names in os.walk(folder):
+    for parent, _, names in os.walk(base):
+        prefix = parent[len(base) + 1:].replace(os.sep, "/")
         for name in names:
-            path = Path(parent, name)
-            out[path.relative_to(folder).as_posix()] = sha256_file(path)
+            fd = os.open(os.path.join(parent, name), os.O_RDONLY)
+            try:
+                digest = sha256()
+                while chunk := os.read(fd, 1 << 20):
+                    digest.update(chunk)
+            finally:
+                os.close(fd)
+            out[f"{prefix}/{name}" if prefix else name] = digest.hexdigest()
     return out
 
 
-def compiled_catalog(snapshot: Path, workflows: dict, phases: dict) -> dict:
-    """What `catalog.json` holds: the snapshot catalog's model dumps, keyed to the files and the
-    loader they came from, with a digest of itself."""
-    body = {"loader": loader_key(), "snapshot": tree_hashes(snapshot),
-            "workflows": workflows, "phases": phases}
-    return {**body, "digest": body_digest(body)}
+def compiled_catalog(snapshot: Path, workflows: dict, phases: dict) -> str:
+    """The text of `catalog.json`: the snapshot catalog's model dumps, keyed to the files and
+    the loader they came from. Its first line is the sha256 of the rest (read as `{` + the rest),
+    so a reader checks the bytes it has without serializing anything again."""
+    body = json.dumps({"loader": loader_key(), "snapshot": tree_hashes(snapshot),
+                       "workflows": workflows, "phases": phases}, ensure_ascii=False)
+    rest = body[1:] + "\n"
+    digest = sha256(b"{" + rest.encode("utf-8")).hexdigest()
+    return f'{DIGEST_HEAD.decode()}{digest}",\n{rest}'
 
 
 def read_compiled(path: Path, snapshot: Path) -> SimpleNamespace | None:
@@ -262,13 +273,16 @@ def read_compiled(path: Path, snapshot: Path) -> SimpleNamespace | None:
     loader would read it; None when the models must read the snapshot instead."""
     if not path.is_file():
         return None
-    data = json.loads(path.read_bytes().decode("utf-8"))
-    if type(data) is not dict or list(data) != ["loader", "snapshot", "workflows", "phases",
-                                                "digest"]:
+    raw = path.read_bytes()
+    if (raw[:len(DIGEST_HEAD)] != DIGEST_HEAD or raw[BODY_AT - 3:BODY_AT] != b'",\n'
+            or raw[len(DIGEST_HEAD):BODY_AT - 3].decode("ascii")
+            != sha256(b"{" + raw[BODY_AT:]).hexdigest()):
         return None
-    digest = data.pop("digest")
-    if (digest != body_digest(data) or data["loader"] != loader_key()
-            or data["snapshot"] != tree_hashes(snapshot)):
+    data = json.loads(raw.decode("utf-8"))
+    if type(data) is not dict or list(data) != ["digest", "loader", "snapshot", "workflows",
+                                                "phases"]:
+        return None
+    if data["loader"] != loader_key() or data["snapshot"] != tree_hashes(snapshot):
         return None
     if type(data["workflows"]) is not dict or type(data["phases"]) is not dict:
         return None

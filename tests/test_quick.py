@@ -3,6 +3,7 @@ what the click CLI says, and hands over to it whenever it cannot be sure."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -405,9 +406,9 @@ def test_quick_dry_run_prints_exactly_what_the_click_cli_prints(
 
 def tamper_catalog(root: Path) -> None:
     path = root / "phases/d1/catalog.json"
-    data = json.loads(path.read_text())
-    data["phases"]["c-review"]["execution"]["goal"] = "Something else."
-    path.write_text(json.dumps(data))
+    text = path.read_text()
+    assert text.count("Produce review.md") == 1
+    path.write_text(text.replace("Produce review.md", "Produce a longer review.md"))
 
 
 def retype_with_digest(root: Path) -> None:
@@ -417,7 +418,10 @@ def retype_with_digest(root: Path) -> None:
     data.pop("digest")
     for phase in ("c-write", "c-review"):
         data["phases"][phase]["execution"]["goal"] = 7
-    path.write_text(json.dumps({**data, "digest": shape.body_digest(data)}))
+    rest = json.dumps(data)[1:]
+    digest = hashlib.sha256(("{" + rest).encode()).hexdigest()
+    path.write_text(f'{{"digest": "{digest}",\n{rest}')
+    assert shape.read_compiled(path, root / "phases/d1/snapshot") is not None
 
 
 SNAPSHOT_CHANGES = {
