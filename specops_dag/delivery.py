@@ -269,16 +269,6 @@ def resume(store: Store, delivery: str, node: str) -> Step:
         return step
 
 
-
-
-
-
-
-
-
-
-
-
 def push_delivery(store: Store, delivery: str) -> str:
     """Push feat-<delivery> to origin once every step is completed and external-write approved."""
     state = store.read(delivery)

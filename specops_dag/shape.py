@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
 
-from .reading import sha256
+from .reading import sha256, sha256_file
 
 SCHEMAS = Path(__file__).resolve().parent / "schemas.json"
 IGNORED = frozenset({"title", "description", "default", "required", "$defs"})
@@ -239,21 +239,13 @@ BODY_AT = len(DIGEST_HEAD) + 64 + 3
 
 
 def tree_hashes(folder: Path) -> dict[str, str]:
-    """sha256 of every file under `folder`, by POSIX path relative to it. Plain file
-    descriptors: dry-run reads a hundred small files, and file objects would double its cost."""
+    """sha256 of every file under `folder`, by POSIX path relative to it."""
     base = str(folder)
     out = {}
     for parent, _, names in os.walk(base):
         prefix = parent[len(base) + 1:].replace(os.sep, "/")
         for name in names:
-            fd = os.open(os.path.join(parent, name), os.O_RDONLY)
-            try:
-                digest = sha256()
-                while chunk := os.read(fd, 1 << 20):
-                    digest.update(chunk)
-            finally:
-                os.close(fd)
-            out[f"{prefix}/{name}" if prefix else name] = digest.hexdigest()
+            out[f"{prefix}/{name}" if prefix else name] = sha256_file(os.path.join(parent, name))
     return out
 
 
