@@ -63,8 +63,9 @@ def main() -> None:
     try:
         root = work / "harness"
         harness(root)
-        turn = [{"shell": 'echo done > "$SPECOPS_NODE_DIR/out.md"'}, {"message": "done"}]
-        scenario = Scenario.model_validate({"nodes": {f"n{i}": [turn] * 2 for i in range(N)}})
+        # The literal agent: it writes what the prompt's WRITE names, nothing else.
+        scenario = Scenario.model_validate({"nodes": {f"n{i}": [{"literal": {}}] * 2
+                                                      for i in range(N)}})
         server = ReplayServer(scenario).start()
         home = work / "dagster_home"
         home.mkdir()
@@ -89,7 +90,6 @@ def main() -> None:
         for i in range(N):
             node_dir = root / "phases/b1" / f"n{i}"
             prompt = (node_dir / "prompt.md").read_text()
-            plain_env.update(SPECOPS_NODE_DIR=str(node_dir), SPECOPS_NODE=f"n{i}")
             argv = codex_argv(codex, sandbox="workspace-write", workdir=root,
                               last_message=work / "last.txt", settings=settings,
                               delivery="b1", node=f"n{i}", idle_timeout_s=600)

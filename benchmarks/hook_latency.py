@@ -2,8 +2,9 @@
 
 Runs, interleaved in one loop (RUNS times each), on a small .NET-shaped repo in a temp folder:
   - `python3 -c pass` from PATH, and the venv's own interpreter with `-c pass` (bare start-up);
-  - `.venv/bin/specops hook pre-tool-use` and `<venv python> -m specops_dag.hook pre-tool-use`
-    on a typical shell payload, and on an apply_patch payload editing a C# file (TDD lookup).
+  - `.venv/bin/specops hook pre-tool-use` and `<venv python> -I <hook_guard.py> pre-tool-use`
+    (the command codex runs) on a typical shell payload, and on an apply_patch payload editing
+    a C# file (TDD lookup).
 Prints the median wall time of each and its ratio to both baselines (target ≤ 3).
 Not a test: nothing asserts a time.
 """
@@ -58,14 +59,16 @@ def main() -> None:
         python3 = shutil.which("python3") or sys.executable
         py = str(VENV_BIN / "python")
         script = [str(VENV_BIN / "specops"), "hook", "pre-tool-use"]
-        module = [py, "-m", "specops_dag.hook", "pre-tool-use"]
+        from specops_dag.codex import HOOK_GUARD
+
+        module = [py, "-I", str(HOOK_GUARD), "pre-tool-use"]
         cases = {
             "python3 -c pass (PATH)": ([python3, "-c", "pass"], b""),
             "venv python -c pass": ([py, "-c", "pass"], b""),
             "specops hook pre-tool-use, shell": (script, json.dumps(SHELL).encode()),
             "specops hook pre-tool-use, C# patch": (script, json.dumps(PATCH).encode()),
-            "python -m specops_dag.hook, shell": (module, json.dumps(SHELL).encode()),
-            "python -m specops_dag.hook, C# patch": (module, json.dumps(PATCH).encode()),
+            "python -I hook_guard.py, shell": (module, json.dumps(SHELL).encode()),
+            "python -I hook_guard.py, C# patch": (module, json.dumps(PATCH).encode()),
         }
         times: dict[str, list[float]] = {name: [] for name in cases}
         for argv, stdin in cases.values():  # warm the page cache once

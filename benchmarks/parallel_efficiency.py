@@ -89,9 +89,9 @@ def main() -> None:
     try:
         root = work / "harness"
         harness(root)
-        write = {"shell": 'echo done > "$SPECOPS_NODE_DIR/out.md"'}
-        turns = {n: [[write, {"message": "done", "sleep_s": NAP_S if n in "bc" else 0}]] * 2
-                 for n in NEEDS}
+        # The literal agent; b and c think ~NAP_S before their first tool call.
+        nap = {"before": [{"shell": "true", "sleep_s": NAP_S}]}
+        turns = {n: [{"literal": nap if n in "bc" else {}}] * 2 for n in NEEDS}
         server = ReplayServer(Scenario.model_validate({"nodes": turns})).start()
         (work / "dh").mkdir()
         (work / "dh/dagster.yaml").write_text("telemetry:\n  enabled: false\n")

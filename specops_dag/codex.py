@@ -10,6 +10,7 @@ import os
 import shlex
 import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,7 @@ REPLAY_MODEL = "gpt-5.5"  # a bundled slug: full model metadata and the apply_pa
 NETWORK_LOOP = "waiting for network"
 NETWORK_LOOP_LIMIT = 3
 SECRET_SUFFIX = "_API_KEY"
+DEFAULT_EXCLUDES = ("*KEY*", "*SECRET*", "*TOKEN*")  # codex's own, kept on explicitly
 # (codex event, `specops hook` event, timeout s): safety on every tool call, state on prompts.
 HOOKS = (("PreToolUse", "pre-tool-use", 30), ("SessionStart", "session-start", 5),
          ("UserPromptSubmit", "user-prompt-submit", 5))
@@ -69,12 +71,16 @@ def toml_string(value: str) -> str:
     return json.dumps(value)  # a JSON string is a valid TOML basic string
 
 
+HOOK_GUARD = Path(__file__).resolve().parent / "hook_guard.py"
+
+
 def hook_overrides(python: str = sys.executable) -> list[str]:
-    """`-c hooks.<Event>=[...]` for the product's own hooks, run by this Python environment.
+    """`-c hooks.<Event>=[...]` for the product's own hooks, run by this Python environment in
+    isolated mode from an absolute path (nothing in the session's cwd can shadow an import).
     The executor vets these commands itself, hence `--dangerously-bypass-hook-trust`."""
     out = []
     for event, arg, timeout in HOOKS:
-        command = toml_string(f"{shlex.quote(python)} -m specops_dag.hook {arg}")
+        command = toml_string(f"{shlex.quote(python)} -I {shlex.quote(str(HOOK_GUARD))} {arg}")
         matcher = 'matcher=".*", ' if event == "PreToolUse" else ""
         out += ["-c", f"hooks.{event}=[{{{matcher}hooks=[{{type=\"command\", "
                       f"command={command}, timeout={timeout}}}]}}]"]
@@ -83,12 +89,17 @@ def hook_overrides(python: str = sys.executable) -> list[str]:
 
 def codex_argv(codex_bin: str, *, sandbox: str, workdir: Path, last_message: Path,
                settings: AgentSettings, delivery: str, node: str, idle_timeout_s: int,
-               add_dirs: tuple[Path, ...] = ()) -> list[str]:
-    """The exact `codex exec` command line of one attempt; the prompt goes on stdin (`-`)."""
+               add_dirs: tuple[Path, ...] = (), network: bool = False) -> list[str]:
+    """The exact `codex exec` command line of one attempt; the prompt goes on stdin (`-`).
+    The product sends AGENTS.md itself, so codex's own injection of it is off; network inside
+    the sandbox only when the phase asks for it (`execution.network`)."""
     argv = [codex_bin, "exec", "--json", "-s", sandbox, "-C", str(workdir), "-o", str(last_message),
             "--skip-git-repo-check",
             "-c", f'shell_environment_policy.exclude=["*{SECRET_SUFFIX}"]',
+            "-c", "project_doc_max_bytes=0",
             "-c", "check_for_update_on_startup=false", *hook_overrides()]
+    if network and sandbox == "workspace-write":
+        argv += ["-c", "sandbox_workspace_write.network_access=true"]
     for extra in add_dirs:
         argv += ["--add-dir", str(extra)]
     if settings.replay_url:
@@ -111,13 +122,16 @@ def codex_argv(codex_bin: str, *, sandbox: str, workdir: Path, last_message: Pat
 
 @dataclass
 class JsonlTail:
-    """Reads the JSONL stdout as it grows; used live (network loop) and at the end (summary)."""
+    """Reads the JSONL stdout as it grows; used live (network loop, running commands) and at the
+    end (summary)."""
 
     path: Path
     offset: int = 0
     events: list[dict] = field(default_factory=list)
     network_errors: int = 0
     partial: bytes = b""
+    # Commands started and not completed: item id -> (command, monotonic time first seen here).
+    commands: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     def read(self) -> None:
         if not self.path.exists():
@@ -128,6 +142,7 @@ class JsonlTail:
         self.offset += len(chunk)
         lines = (self.partial + chunk).split(b"\n")
         self.partial = lines.pop()
+        seen = time.monotonic()
         for raw in lines:
             try:
                 event = json.loads(raw)
@@ -135,8 +150,33 @@ class JsonlTail:
                 continue
             if isinstance(event, dict):
                 self.events.append(event)
+                self.track(event, seen)
                 if event.get("type") == "error" and NETWORK_LOOP in str(event.get("message")):
                     self.network_errors += 1
+
+    def track(self, event: dict, seen: float) -> None:
+        """Codex completes a command item when its process exits, also when the command outlived
+        exec_command's `yield_time_ms` and runs on in a background exec session (the model's
+        `write_stdin` polls show no item); what still runs when the turn ends codex kills without
+        an `item.completed`, so the turn's end ends every command."""
+        kind, item = event.get("type"), event.get("item")
+        item = item if isinstance(item, dict) else {}
+        if kind == "item.started" and item.get("type") == "command_execution":
+            self.commands.setdefault(str(item.get("id")), (str(item.get("command") or ""), seen))
+        elif kind == "item.completed":
+            self.commands.pop(str(item.get("id")), None)
+        elif kind in ("turn.completed", "turn.failed"):
+            self.commands.clear()
+
+    def command_age(self) -> float | None:
+        """Seconds the oldest running command has run, None when none runs (`run_process` busy)."""
+        self.read()
+        if not self.commands:
+            return None
+        return time.monotonic() - min(seen for _, seen in self.commands.values())
+
+    def oldest_command(self) -> str | None:
+        return min(self.commands.values(), key=lambda c: c[1])[0] if self.commands else None
 
     def watch(self) -> str | None:
         self.read()
@@ -158,6 +198,8 @@ class CodexRun:
     turn_failed: str | None
     environment_error: str | None
     events: int
+    overrun_command: str | None = None  # the command killed for passing `command_timeout_s`
+    command_timeout_s: int = 1800
 
     @property
     def ok(self) -> bool:
@@ -167,12 +209,30 @@ class CodexRun:
         p = self.process
         if p.timed_out:
             return f"codex passed the {timeout_s} s attempt deadline and was killed"
+        if p.busy_timed_out:
+            return (f"codex's command `{self.short(self.overrun_command or '?')}` ran longer than "
+                    f"the {self.command_timeout_s} s command limit (command_timeout_s) and was "
+                    "killed; run something shorter or raise the phase's "
+                    "execution.command_timeout_s")
         if p.idle_timed_out:
             return (f"codex sent no JSONL event for {idle_timeout_s} s and was killed by the idle "
                     "watchdog")
         if self.turn_failed:
             return f"codex turn failed (exit {p.exit_code}): {self.turn_failed}"
         return f"codex exited {p.exit_code}: {tail(p.stderr)}"
+
+    @staticmethod
+    def short(command: str, limit: int = 80) -> str:
+        """`/bin/bash -lc 'dotnet test'` (how codex reports a command) -> `dotnet test`, on one
+        line, at most `limit` characters."""
+        try:
+            parts = shlex.split(command)
+        except ValueError:
+            parts = []
+        if len(parts) == 3 and parts[1] in ("-c", "-lc"):
+            command = parts[2]
+        text = " ".join(command.split())
+        return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def tail(text: str, lines: int = 15) -> str:
@@ -181,18 +241,24 @@ def tail(text: str, lines: int = 15) -> str:
 
 def run_codex(argv: list[str], prompt: str, *, workdir: Path, env: dict[str, str],
               timeout_s: int, idle_timeout_s: int, stdout_path: Path,
-              stderr_path: Path) -> CodexRun:
-    """One attempt: prompt on stdin then closed; JSONL watched live; the tree killed on expiry."""
+              stderr_path: Path, command_timeout_s: int = 1800) -> CodexRun:
+    """One attempt: prompt on stdin then closed; JSONL watched live; the tree killed on expiry.
+    Codex emits nothing while one of its commands runs (a long `dotnet test`), so the idle
+    watchdog waits while one does and each command gets `command_timeout_s` instead."""
     stream = JsonlTail(stdout_path)
     stdout_path.unlink(missing_ok=True)
     result = run_process(argv, cwd=workdir, env=env, stdin_data=prompt.encode("utf-8"),
                          deadline_s=timeout_s, idle_timeout_s=idle_timeout_s,
-                         stdout_path=stdout_path, stderr_path=stderr_path, watch=stream.watch)
+                         stdout_path=stdout_path, stderr_path=stderr_path, watch=stream.watch,
+                         busy=stream.command_age, busy_timeout_s=command_timeout_s)
+    overrun = stream.oldest_command() if result.busy_timed_out else None  # before the last read
     stream.read()
-    return summarize(result, stream.events)
+    return summarize(result, stream.events, overrun_command=overrun,
+                     command_timeout_s=command_timeout_s)
 
 
-def summarize(result: ProcessResult, events: list[dict]) -> CodexRun:
+def summarize(result: ProcessResult, events: list[dict], *, overrun_command: str | None = None,
+              command_timeout_s: int = 1800) -> CodexRun:
     thread_id = next((e.get("thread_id") for e in events if e.get("type") == "thread.started"),
                      None)
     usage: dict[str, int] = {}
@@ -208,7 +274,8 @@ def summarize(result: ProcessResult, events: list[dict]) -> CodexRun:
     return CodexRun(process=result, thread_id=thread_id, usage=usage,
                     last_message=messages[-1] if messages else "", turn_failed=failed,
                     environment_error=environment_error(result, thread_id, failed),
-                    events=len(events))
+                    events=len(events), overrun_command=overrun_command,
+                    command_timeout_s=command_timeout_s)
 
 
 def environment_error(result: ProcessResult, thread_id: str | None,
@@ -226,8 +293,49 @@ def environment_error(result: ProcessResult, thread_id: str | None,
     return None
 
 
-def secret_values(env: dict[str, str]) -> list[str]:
-    return [v for k, v in env.items() if k.endswith(SECRET_SUFFIX) and len(v) >= 4]
+def user_codex_home(settings: AgentSettings, env: dict[str, str] | os._Environ[str]) -> Path:
+    """The codex home whose config.toml the user's own codex runs read."""
+    return Path(settings.codex_home or env.get("CODEX_HOME") or Path.home() / ".codex")
+
+
+def user_excludes(codex_home: Path) -> list[str]:
+    """`shell_environment_policy.exclude` of the user's codex config (its patterns are kept:
+    a `-c` override replaces the list it would extend). A config that cannot be read adds
+    nothing here; codex itself reports it."""
+    import tomllib
+
+    try:
+        with open(codex_home / "config.toml", "rb") as fh:
+            config = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    policy = config.get("shell_environment_policy")
+    excludes = policy.get("exclude") if isinstance(policy, dict) else None
+    return [p for p in excludes if isinstance(p, str)] if isinstance(excludes, list) else []
+
+
+def excluded_patterns(codex_home: Path) -> list[str]:
+    """Every pattern of variables kept from agent commands: codex's defaults, the user's own
+    excludes and `*_API_KEY`, case-insensitive globs as codex reads them."""
+    return list(dict.fromkeys([*DEFAULT_EXCLUDES, *user_excludes(codex_home),
+                               f"*{SECRET_SUFFIX}"]))
+
+
+def environment_policy(patterns: list[str]) -> list[str]:
+    """The `-c` overrides that extend (never replace) the user's secret excludes."""
+    listed = ", ".join(toml_string(p) for p in patterns)
+    return ["-c", f"shell_environment_policy.exclude=[{listed}]",
+            "-c", "shell_environment_policy.ignore_default_excludes=false"]
+
+
+def secret_values(env: dict[str, str], patterns: list[str] | None = None) -> list[str]:
+    """Values of the variables the patterns exclude: redacted from everything saved."""
+    import fnmatch
+
+    rules = [p.upper() for p in (patterns or [f"*{SECRET_SUFFIX}"])]
+    found = {v for k, v in env.items() if len(v) >= 4
+             and any(fnmatch.fnmatchcase(k.upper(), rule) for rule in rules)}
+    return sorted(found, key=len, reverse=True)  # a longer secret first: no partial redaction
 
 
 def redact(text: str, secrets: list[str]) -> str:

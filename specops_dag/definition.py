@@ -126,6 +126,10 @@ class Execution(Strict):
     sandbox: Literal["read-only", "workspace-write"] | None = None
     timeout_s: int = Field(default=3600, ge=1)
     idle_timeout_s: int = Field(default=600, ge=1)
+    # While one of the agent's commands runs, the idle watchdog waits; this caps each command.
+    command_timeout_s: int = Field(default=1800, ge=1)
+    # Network inside the agent's sandbox (workspace-write only); off unless a phase says so.
+    network: bool = False
     skills: list[Skill] = []
     gates: Gates = Gates()
     budget: Budget = Budget()

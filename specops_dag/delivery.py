@@ -110,6 +110,10 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    if (store.root / ".git").exists():
+        from .gitflow import keep_harness_clean  # GitPython only for a git harness root
+
+        keep_harness_clean(store.root)
     return state
 
 
@@ -243,13 +247,16 @@ def reopen(store: Store, delivery: str, node: str, reason: str = "") -> list[str
             move(state, step, "pending", "reopen")
             clear_run_fields(step)
             step.attempts, step.last_failure = 0, None
+            if reason:
+                step.feedback = reason if name == node else f"{reason} (reopened from `{node}`)"
         state.log("reopened", node, f"{', '.join(names)}" + (f": {reason}" if reason else ""))
     return names
 
 
 def clear_run_fields(step: Step) -> None:
     step.handoff, step.consumed, step.commits = {}, {}, {}
-    step.base_commit = step.validation_report = None
+    step.base_commit = step.validation_report = step.delivery_handoff = None
+    step.preparation = None
     step.started_at = step.completed_at = step.owner = None
     step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None
 

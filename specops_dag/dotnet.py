@@ -271,7 +271,8 @@ def evaluate_projects(run: Run, repo: Repo) -> None | ValidationReport:
     return None
 
 
-def build_targets(run: Run, repo: Repo) -> None | ValidationReport:
+def build_targets(run: Run, repo: Repo, stages: tuple[str, ...] = ("restore", "build")
+                  ) -> None | ValidationReport:
     """Restore and build the solution and every project it misses, warnings as errors."""
     targets = [repo.solution] if repo.solution else []
     targets += [p for p in repo.projects if p.resolve() not in repo.in_solution]
@@ -281,7 +282,7 @@ def build_targets(run: Run, repo: Repo) -> None | ValidationReport:
                  ("build", ["build", str(target), "--no-restore", "-c", CONFIGURATION, *COMMON,
                             "-tl:off", "-warnaserror", "--no-incremental",
                             "-p:UseSharedCompilation=false"])]
-        for stage, args in steps:
+        for stage, args in (s for s in steps if s[0] in stages):
             result = run.dotnet(stage, *args)
             if isinstance(result, ValidationReport):
                 return result
@@ -292,6 +293,22 @@ def build_targets(run: Run, repo: Repo) -> None | ValidationReport:
                                 f"(exit {result.exit_code}){first}", "dotnet " + " ".join(args),
                                 result)
     return None
+
+
+def restore_worktree(root: Path, log_dir: Path, env: dict[str, str],
+                     deadline_s: float = DEADLINE_S) -> ValidationReport | None:
+    """The restore the validation runs, done by the executor before the agent's first attempt
+    (outside the sandbox, network allowed), so the agent can build and test `--no-restore`.
+    None when there is nothing to restore (no project, or a layout the validation rejects);
+    raises ToolMissing without `dotnet`."""
+    root = root.resolve()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    run = Run(root, log_dir, time.monotonic() + deadline_s, deadline_s, dotnet_env(env))
+    repo = discover(root)
+    if repo.problem or not repo.projects:
+        return None
+    failed = build_targets(run, repo, stages=("restore",))
+    return failed or ValidationReport(True, "restore", "restore", "restored", logs=tuple(run.logs))
 
 
 def run_tests(run: Run, repo: Repo) -> None | ValidationReport:

@@ -19,8 +19,15 @@ from .codex import AgentSettings, codex_argv, find_codex, redact, run_codex, sec
 from .delivery import workdir
 from .errors import ToolMissing
 from .process import run_process
-from .prompt import SUMMARY_LIMIT, assemble_prompt, failure_summary, read_list
-from .reading import sha256_file
+from .prompt import (
+    SUMMARY_LIMIT,
+    assemble_prompt,
+    failure_summary,
+    read_list,
+    skill_lines,
+    where_line,
+)
+from .reading import agent_path, sha256_file
 from .review import (
     evaluator_prompt_section,
     extract_review_block,
@@ -46,6 +53,14 @@ class AttemptResult:
     validation: ValidationReport | None = None
     review: dict | None = None  # the evaluator's verdict of this round, when the node has one
     review_exhausted: bool = False
+    preparation: str | None = None  # what was done to the worktree before the first call
+
+
+def cache_dirs(store: Store) -> dict[str, Path]:
+    """Writable homes for the agent's .NET tools, outside every worktree (so restore caches never
+    show up as product changes), shared by the deliveries of one harness root."""
+    base = store.root.resolve() / ".specops" / "cache"
+    return {"NUGET_PACKAGES": base / "nuget-packages", "DOTNET_CLI_HOME": base / "dotnet-home"}
 
 
 def node_dir(store: Store, delivery: str, node: str) -> Path:
@@ -59,7 +74,8 @@ def step_env(store: Store, state: Delivery, step: Step) -> dict[str, str]:
             "SPECOPS_NODE_DIR": str(folder.resolve()),
             "SPECOPS_TARGET": str(workdir(store, state)),
             "SPECOPS_ATTEMPT": str(step.attempts),
-            "SPECOPS_INPUTS": json.dumps({k: v.model_dump() for k, v in step.consumed.items()})}
+            "SPECOPS_INPUTS": json.dumps({k: v.model_dump() for k, v in step.consumed.items()}),
+            **{k: str(v) for k, v in cache_dirs(store).items()}}
 
 
 def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
@@ -106,13 +122,20 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
     (folder / "prompt.md").write_text(prompt.text, encoding="utf-8")
     last = folder / "last-message.txt"
     last.unlink(missing_ok=True)  # codex leaves a stale -o file on a failed turn
-    extra = () if folder.resolve().is_relative_to(target) else (folder.resolve(),)
+    env = step_env(store, state, step)
+    preparation = prepare_dotnet(store, state, step, target, env) if step.attempts == 1 else None
+    if preparation is not None and not preparation[0]:
+        return AttemptResult(False, preparation[1], environment=True, preparation=preparation[1])
+    caches = tuple(cache_dirs(store).values())
+    for cache in caches:
+        cache.mkdir(parents=True, exist_ok=True)
+    extra = (() if folder.resolve().is_relative_to(target) else (folder.resolve(),)) + caches
     execution = phase.execution
     sandbox = execution.sandbox or "workspace-write"
     argv = codex_argv(codex_bin, sandbox=sandbox, workdir=target, last_message=last,
                       settings=settings, delivery=state.phase, node=step.name,
-                      idle_timeout_s=execution.idle_timeout_s, add_dirs=extra)
-    env = step_env(store, state, step)
+                      idle_timeout_s=execution.idle_timeout_s, add_dirs=extra,
+                      network=execution.network)
     home = settings.codex_home or (str(store.root / ".specops" / "codex-home")
                                    if settings.replay_url else None)
     if home:
@@ -121,6 +144,7 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
     with tempfile.TemporaryDirectory(prefix=".attempt-", dir=folder) as scratch:
         run = run_codex(argv, prompt.text, workdir=target, env=env, timeout_s=execution.timeout_s,
                         idle_timeout_s=execution.idle_timeout_s,
+                        command_timeout_s=execution.command_timeout_s,
                         stdout_path=Path(scratch) / "stdout.jsonl",
                         stderr_path=Path(scratch) / "stderr.txt")
     secrets = secret_values(env)
@@ -131,12 +155,14 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
         "attempt": step.attempts, "argv": [redact(a, secrets) for a in argv],
         "exit_code": run.process.exit_code, "timed_out": run.process.timed_out,
         "idle_timed_out": run.process.idle_timed_out, "stopped": run.process.stopped,
+        "command_timed_out": run.process.busy_timed_out, "overrun_command": run.overrun_command,
         "duration_s": run.process.duration_s, "thread_id": run.thread_id,
         "usage": run.usage, "last_message": redact(run.last_message, secrets),
         "jsonl": redact(run.process.stdout, secrets),
         "stderr": redact(run.process.stderr, secrets)})
     common = {"usage": usage, "message": redact(run.last_message, secrets)[:SUMMARY_LIMIT],
-              "prompt_chars": prompt.total_chars}
+              "prompt_chars": prompt.total_chars,
+              "preparation": preparation[1] if preparation else None}
     if run.environment_error:
         return AttemptResult(False, redact(run.environment_error, secrets), environment=True,
                              **common)
@@ -149,6 +175,31 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
         if review is not None:
             verdict = run_review(store, state, step, catalog, settings, verdict, *review)
     return replace(verdict, **common)
+
+
+def prepare_dotnet(store: Store, state: Delivery, step: Step, target: Path,
+                   env: dict[str, str]) -> tuple[bool, str]:
+    """Before a step's first call: restore the worktree outside the sandbox with the agent's own
+    NuGet and dotnet homes, so the agent can build and test `--no-restore` without network.
+    (ok, what was done — for the step record); not ok blocks the step."""
+    from .dotnet import restore_worktree
+
+    log_dir = node_dir(store, state.phase, step.name) / "validation" / "restore"
+    try:
+        report = restore_worktree(target, log_dir, env)
+    except ToolMissing:
+        return True, ("restore skipped: `dotnet` is not on PATH, so the worktree was not "
+                      "restored and the agent cannot build or test")
+    if report is None:
+        return True, "restore skipped: no .NET project to restore in the worktree"
+    if not report.passed:
+        return False, (f"environment error: the executor's `dotnet restore` before the first "
+                       f"attempt failed, no agent call was made: {report.message}; logs in "
+                       f"{log_dir}; fix the package sources or the network, then `specops "
+                       f"resume {state.phase} {step.name}`")
+    return True, (f"restored by the executor before attempt 1 (NuGet packages in "
+                  f"{env['NUGET_PACKAGES']}, dotnet home {env['DOTNET_CLI_HOME']}); logs in "
+                  f"{log_dir}")
 
 
 def review_of(catalog: Catalog, state: Delivery, step: Step) -> tuple[str, int] | None:
@@ -165,16 +216,15 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     folder = node_dir(store, state.phase, step.name)
     repo = workdir(store, state)
     round_no = step.attempts
-    lines = read_list(store.root, state, step, catalog) + [
-        f"{ref.path} (sha256 {ref.sha256}) — the generator's artifact `{art}`"
-        for art, ref in generated.handoff.items()]
+    lines = read_list(store.root, state, step, catalog, repo) + [
+        f"{agent_path(store.root / ref.path, repo)} (sha256 {ref.sha256}) — the generator's "
+        f"artifact `{art}`" for art, ref in generated.handoff.items()]
     if (folder / "validation").is_dir():
-        lines.append(f"phases/{state.phase}/{step.name}/validation/ — the validation logs and TRX")
-    skills = [f"- {s.load}: `{s.id}` phases/{state.phase}/{s.path} (sha256 {s.sha256})"
-              for s in state.snapshot.skills.get(phase_id, [])]
+        lines.append(f"{agent_path(folder / 'validation', repo)}/ — the validation logs and TRX")
+    skills = [line.removeprefix("- ") for line in skill_lines(store.root, state, phase_id, repo)]
     text = evaluator_prompt_section(phase.execution.criteria, step.name, lines, round_no,
-                                    max_rounds, skill_lines=skills)
-    agents = store.root / "AGENTS.md"
+                                    max_rounds, skill_lines=skills, where=where_line(repo))
+    agents = repo / "AGENTS.md"
     prompt = (agents.read_text(encoding="utf-8") + "\n\n" if agents.is_file() else "") + text
     (folder / "reviews").mkdir(parents=True, exist_ok=True)
     (folder / "reviews" / f"{step.name}-r{round_no}-prompt.md").write_text(prompt, "utf-8")
@@ -182,7 +232,8 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     last.unlink(missing_ok=True)
     argv = codex_argv(find_codex(settings, store.root), sandbox="read-only", workdir=repo,
                       last_message=last, settings=settings, delivery=state.phase,
-                      node=f"{step.name}.review", idle_timeout_s=phase.execution.idle_timeout_s)
+                      node=f"{step.name}.review", idle_timeout_s=phase.execution.idle_timeout_s,
+                      network=phase.execution.network)
     env = step_env(store, state, step)
     if settings.replay_url:
         env["CODEX_HOME"] = settings.codex_home or str(store.root / ".specops" / "codex-home")
@@ -191,6 +242,7 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     with tempfile.TemporaryDirectory(prefix=".review-", dir=folder) as scratch:
         run = run_codex(argv, prompt, workdir=repo, env=env, timeout_s=phase.execution.timeout_s,
                         idle_timeout_s=phase.execution.idle_timeout_s,
+                        command_timeout_s=phase.execution.command_timeout_s,
                         stdout_path=Path(scratch) / "stdout.jsonl",
                         stderr_path=Path(scratch) / "stderr.txt")
     if run.environment_error:
@@ -202,6 +254,7 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
                          run.last_message)
     review = read_review(report, phase.execution.criteria)
     rel = report.relative_to(store.root).as_posix()
+    shown = agent_path(report, repo)
     record = {"round": round_no, "verdict": review.verdict, "reason": review.reason,
               "scores": review.scores, "report": rel, "sandbox_denials": denied,
               "thread_id": run.thread_id}
@@ -212,8 +265,8 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
             phase.execution.timeout_s, phase.execution.idle_timeout_s))
     if record["verdict"] == "PASS":
         return replace(generated, review=record)
-    feedback = feedback_for_generator(review, rel) if record["reason"] == review.reason else (
-        f"review round {round_no} blocked: {record['reason']}; read the full report at {rel}")
+    feedback = feedback_for_generator(review, shown) if record["reason"] == review.reason else (
+        f"review round {round_no} blocked: {record['reason']}; read the full report at {shown}")
     return AttemptResult(False, failure_summary(feedback), review=record,
                          review_exhausted=round_no >= max_rounds)
 
@@ -243,29 +296,31 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
     """Exit 0 is not success by itself: required artifacts must exist, then validation must pass."""
     phase = catalog.phases[step.phase]
     folder = node_dir(store, state.phase, step.name)
+    repo = workdir(store, state)
     handoff, missing = {}, []
     for art in phase.output.artifacts:
-        path = folder / art.path
+        path = folder / art.path  # exactly where the prompt's WRITE told the agent to write
         rel = path.relative_to(store.root).as_posix()
         if path.is_file():
             handoff[art.id] = FileRef(path=rel, sha256=sha256_file(path))
         elif art.required:
-            missing.append(f"`{art.id}` ({rel})")
+            missing.append(f"`{art.id}` ({agent_path(path, repo)})")
     if missing:
         return AttemptResult(False, "exit 0 but required artifacts are missing: "
                              + ", ".join(missing))
-    repo = workdir(store, state)
     if (phase.execution.expects_product_change and step.validation != "docs-only"
             and state.worktree and not gitflow.product_changes(repo, since=step.base_commit)):
         return AttemptResult(False, "exit 0 but the product did not change: the phase expects "
                              "a product change and nothing outside phases/ and docs/phase/ "
                              f"changed since {(step.base_commit or '')[:12]}")
     try:
-        report = validate_attempt(step.validation, workdir(store, state),
-                                  delivery=state.phase, base_commit=step.base_commit,
-                                  log_dir=folder / "validation")
+        report = validate_attempt(step.validation, repo, delivery=state.phase,
+                                  base_commit=step.base_commit, log_dir=folder / "validation",
+                                  env=step_env(store, state, step))
     except ToolMissing as err:  # no retry can install the SDK
         return AttemptResult(False, f"environment error: {err.message}", environment=True)
     if not report.passed:
-        return AttemptResult(False, failure_summary(report.describe()), validation=report)
+        logs = (f"\nvalidation logs: {agent_path(folder / 'validation', repo)}/"
+                if report.logs else "")
+        return AttemptResult(False, failure_summary(report.describe() + logs), validation=report)
     return AttemptResult(True, "", handoff, validation=report)

@@ -7,7 +7,7 @@ consumed the old decision. Plain Python over the state store.
 from __future__ import annotations
 
 from .definition import GATE_NAMES
-from .delivery import downstream_of, reopen
+from .delivery import downstream_of, reopen, snapshot_catalog
 from .errors import UsageError
 from .reading import closed_gates
 from .state import Approval, Delivery, Risk, Step, Store, move, now_iso
@@ -44,10 +44,25 @@ def approve(store: Store, delivery: str, gate: str, note: str = "",
         for step in state.steps:
             if step.status == "blocked" and (step.blocked_reason or "").startswith(WAITING):
                 refresh_block(state, step)
-    for name in first_of_each_branch(store.read(delivery), consumers):
+    if reject:  # a rejected `after` gate sends the node that asked it back, with the note
+        state = store.read(delivery)
+        for name in first_of_each_branch(state, asked_after(store, state, gate)):
+            reopen(store, delivery, name, f"gate `{gate}` rejected" + (f": {note}" if note else ""))
+    state = store.read(delivery)
+    consumers = [n for n in consumers if state.get_step(n).status in ("completed", "running")]
+    for name in first_of_each_branch(state, consumers):
         reopen(store, delivery, name, f"decision on gate `{gate}` changed to {decision}"
                + (f": {note}" if note else ""))
     return approval
+
+
+def asked_after(store: Store, state: Delivery, gate: str) -> list[str]:
+    """Completed nodes that ask `gate` after their work (`gates: {after: …}` on the node or
+    its phase, in the delivery's snapshot)."""
+    catalog = snapshot_catalog(store, state)
+    nodes = {n.id: n for n in catalog.workflows[state.workflow].nodes}
+    return [s.name for s in state.steps if s.status == "completed" and gate in (
+        nodes[s.name].gates.after, catalog.phases[s.phase].execution.gates.after)]
 
 
 def refresh_block(state: Delivery, step: Step) -> None:

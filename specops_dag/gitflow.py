@@ -6,14 +6,22 @@ a write conflict to resolve by hand, never a silent reset.
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SpecopsError, WriteConflict
+from .errors import SpecopsError, UsageError, WriteConflict
+from .process import run_process
+from .reading import WORKTREES
 
 METADATA = ("phases", "docs/phase")
-WORKTREES = Path(".specops") / "worktrees"
+# Build outputs: never committed, never a product change (every worktree of the target repo).
+BUILD_OUTPUTS = ("bin/", "obj/", "TestResults/", ".vs/")
+# What specops writes in a harness root that is a git repository: kept out of `git status`.
+HARNESS_FILES = ("/.specops/", "/phases/", "/.dagster_home/")
+EXCLUDE_MARK = "# specops-dag: kept out of commits and `git status`"
+GIT_DEADLINE_S = 300
 # Files of phases/<d>/ that are scratch, not metadata worth a commit.
 SCRATCH = {".lock", ".run.lock", "runs", "validation", "last-message.txt"}
 
@@ -33,28 +41,37 @@ class GitError(SpecopsError):
     """A git operation failed (push rejected, repository broken)."""
 
 
-def is_repo(path: Path) -> bool:
-    try:
-        _git().Repo(path, search_parent_directories=False)
-        return True
-    except (_git().InvalidGitRepositoryError, _git().NoSuchPathError):
-        return False
-
-
 def branch_name(delivery: str) -> str:
     return f"feat-{delivery}"
+
+
+def exclude_rules(repo_root: Path, rules: tuple[str, ...]) -> None:
+    """Add `rules` missing from the repository's `info/exclude` (shared by all its worktrees;
+    git reads no per-worktree exclude file). Tracked files are unaffected."""
+    repo = _git().Repo(repo_root)
+    exclude = Path(repo.common_dir) / "info" / "exclude"
+    present = set(_read(exclude).splitlines())
+    missing = [r for r in rules if r not in present]
+    if not missing:
+        return
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    with open(exclude, "a", encoding="utf-8") as fh:
+        fh.write("\n".join(["", EXCLUDE_MARK, *missing, ""]))
+
+
+def keep_harness_clean(harness_root: Path) -> None:
+    """The user's checkout shows nothing specops created: its state, worktrees and default
+    Dagster home stay out of `git status` of a harness root that is a git repository."""
+    if (harness_root / ".git").exists():
+        exclude_rules(harness_root, HARNESS_FILES)
 
 
 def ensure_worktree(target: Path, harness_root: Path, delivery: str) -> Path:
     """The delivery's worktree (created on first use from the target's HEAD, reused after)."""
     path = (harness_root / WORKTREES / delivery).resolve()
     repo = _git().Repo(target)
-    exclude = Path(repo.git_dir) / "info" / "exclude"
-    rule = "/.specops/"
-    if harness_root.resolve() == target.resolve() and rule not in _read(exclude):
-        exclude.parent.mkdir(parents=True, exist_ok=True)
-        with open(exclude, "a", encoding="utf-8") as fh:  # keep worktrees out of `git status`
-            fh.write(f"\n{rule}\n")
+    keep_harness_clean(harness_root)
+    exclude_rules(target, BUILD_OUTPUTS)
     if (path / ".git").exists():
         return path
     branch = branch_name(delivery)
@@ -72,6 +89,29 @@ def ensure_worktree(target: Path, harness_root: Path, delivery: str) -> Path:
 
 def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8") if path.is_file() else ""
+
+
+def export_tree(target: Path, delivery: str, into: Path) -> Path:
+    """The files the delivery's worktree will hold when its first run creates it (feat-<d> if
+    that branch exists, else HEAD), checked out under `into` through a private index: the
+    repository, its index and its refs are not touched."""
+    branch = f"refs/heads/{branch_name(delivery)}"
+    env = {**os.environ, "GIT_INDEX_FILE": str(into / "index")}
+
+    def git(*args: str):
+        return run_process(["git", "-C", str(target), *args], cwd=target, env=env,
+                           deadline_s=GIT_DEADLINE_S)
+
+    rev = branch if git("rev-parse", "--verify", "--quiet", branch).ok else "HEAD"
+    tree = into / "tree"
+    for args in (("read-tree", rev), ("checkout-index", "-a", f"--prefix={tree}/")):
+        result = git(*args)
+        if not result.ok:
+            raise UsageError(f"cannot read {rev} of {target} (`git {' '.join(args)}`: "
+                             f"{result.stderr.strip() or result.exit_code}); the worktree is "
+                             "created from it: commit to the target repository first")
+    tree.mkdir(exist_ok=True)
+    return tree
 
 
 def head(worktree: Path) -> str:
@@ -112,7 +152,15 @@ def commit_product(worktree: Path, delivery: str, node: str, attempt: int) -> st
     changed = product_changes(worktree)
     if not changed:
         return None
-    repo.git.add("-A", "--", ".", *(f":(exclude){m}" for m in METADATA))
+    # Exactly the changed paths (literal, NUL-separated): an exclude pathspec over an ignored
+    # folder (a harness root's /phases/) would make `git add` fail.
+    listing = Path(repo.git_dir) / "specops-product-paths"
+    listing.write_bytes(b"\0".join(p.encode() for p in changed))
+    try:
+        repo.git.execute(["git", "--literal-pathspecs", "add", "-A",
+                          f"--pathspec-from-file={listing}", "--pathspec-file-nul"])
+    finally:
+        listing.unlink(missing_ok=True)
     commit = repo.index.commit(f"[{delivery}] {node} attempt {attempt}: product changes",
                                author=identity(), committer=identity())
     return commit.hexsha
@@ -129,7 +177,7 @@ def commit_metadata(worktree: Path, delivery_dir: Path, delivery: str, node: str
     paths = [f"phases/{delivery}"]
     if (worktree / "docs" / "phase" / delivery).exists():
         paths.append(f"docs/phase/{delivery}")
-    repo.git.add("-A", "--", *paths)
+    repo.git.add("-A", "-f", "--", *paths)  # -f: a harness root's exclude names /phases/
     if not repo.index.diff("HEAD"):
         return None
     commit = repo.index.commit(f"[{delivery}] {node} attempt {attempt}: metadata",

@@ -23,6 +23,7 @@ EVENTS = {"pre-tool-use": "PreToolUse", "session-start": "SessionStart",
           "user-prompt-submit": "UserPromptSubmit"}
 USAGE = "usage: specops hook {pre-tool-use|session-start|user-prompt-submit} < payload.json"
 BUDGET_S = 4.0  # inside the 5 s codex timeout of the state hooks, start-up included
+PRE_TOOL_BUDGET_S = 20.0  # inside the 30 s codex timeout of pre-tool-use (codex.HOOKS)
 TOTAL_CAP = 10_000
 PREVIEW = 2_000
 SECTION_CAPS = {"workflow-state": 6_000, "skill-invocation": 4_000, "recovery-index": 6_000}
@@ -37,7 +38,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     event, env = args[0], dict(os.environ)
     if event == "pre-tool-use":
-        reason = check_tool_call(env)
+        budget = Budget(PRE_TOOL_BUDGET_S)  # a check that runs out of time denies
+        budget.start()
+        try:
+            reason = check_tool_call(env)
+        finally:
+            budget.close()
         output = reason and {"hookEventName": "PreToolUse", "permissionDecision": "deny",
                              "permissionDecisionReason": reason}
     else:
@@ -203,6 +209,7 @@ def _state_context(event: str, env: dict[str, str]) -> str | None:
     from pathlib import Path
 
     from .delivery import snapshot_catalog
+    from .reading import work_path
     from .state import Store
 
     store = Store(Path(env.get("SPECOPS_ROOT") or os.getcwd()))
@@ -211,12 +218,26 @@ def _state_context(event: str, env: dict[str, str]) -> str | None:
         return f"<workflow-state>\n{bound}\n</workflow-state>"
     state, step = bound
     catalog = snapshot_catalog(store, state)
-    first = ("recovery-index", recovery_index(store, state, step, catalog)) \
+    at = Paths(store.root, work_path(store.root, state))
+    first = ("recovery-index", recovery_index(store, state, step, catalog, at)) \
         if event == "session-start" else ("workflow-state", workflow_state(store, state, step,
-                                                                           catalog))
-    sections = [first, ("skill-invocation", skill_invocation(state, step, catalog))]
+                                                                           catalog, at))
+    sections = [first, ("skill-invocation", skill_invocation(state, step, catalog, at))]
     folder = store.delivery_dir(state.phase) / step.name
-    return fit(sections, folder / OVERFLOW, f"phases/{state.phase}/{step.name}/{OVERFLOW}")
+    return fit(sections, folder / OVERFLOW, at(f"phases/{state.phase}/{step.name}/{OVERFLOW}"))
+
+
+class Paths:
+    """Harness-root paths as the agent resolves them from its working directory."""
+
+    def __init__(self, root: Path, cwd: Path) -> None:
+        self.root, self.cwd = root, cwd
+
+    def __call__(self, rel: str) -> str:
+        from .reading import agent_path
+
+        shown = agent_path(self.root / rel, self.cwd)
+        return shown + "/" if rel.endswith("/") else shown
 
 
 def bind(store: Store, env: dict[str, str]) -> tuple[Delivery, Step] | str:
@@ -257,13 +278,14 @@ def step_line(step: Step) -> str:
             f"{step.attempts} of {MAX_ATTEMPTS} attempts used)")
 
 
-def next_action(state: Delivery, step: Step) -> str:
+def next_action(state: Delivery, step: Step, at: Paths) -> str:
     from .reading import closed_gates, runnable_steps
 
     d, n = state.phase, step.name
     if step.status == "running":
         return (f"continue the attempt of `{n}`: do its TASK, write its WRITE files "
-                f"(phases/{d}/{n}/, docs/phase/{d}/{n}.md), then end with a final summary")
+                f"({at(f'phases/{d}/{n}/')}, docs/phase/{d}/{n}.md), then end with a final "
+                "summary")
     if step.status == "error":
         return f"fix the cause of the error, then `specops resume {d} {n}`"
     gate = (step.blocked_reason or "").removeprefix("awaiting approval: ")
@@ -286,47 +308,50 @@ def next_action(state: Delivery, step: Step) -> str:
         f"`specops run {d}` runs {', '.join(runnable)}" if runnable else "no step is runnable")
 
 
-def state_lines(state: Delivery, step: Step) -> list[str]:
-    lines = [f"next action: {next_action(state, step)}",
+def state_lines(state: Delivery, step: Step, at: Paths) -> list[str]:
+    lines = [f"next action: {next_action(state, step, at)}",
              f"blocked reason: {clip(step.blocked_reason) if step.blocked_reason else 'none'}"]
     if step.error_message:
         lines.append(f"error: {clip(step.error_message)}")
     return lines
 
 
-def read_lines(store: Store, state: Delivery, step: Step, catalog: Catalog) -> list[str]:
+def read_lines(store: Store, state: Delivery, step: Step, catalog: Catalog,
+               at: Paths) -> list[str]:
     from .prompt import read_list
 
-    lines = read_list(store.root, state, step, catalog) + [
+    lines = read_list(store.root, state, step, catalog, at.cwd) + [
         f"{path} — context file" for path in step.context_files]
     return [f"- {line}" for line in lines] or ["- (none)"]
 
 
-def workflow_state(store: Store, state: Delivery, step: Step, catalog: Catalog) -> str:
+def workflow_state(store: Store, state: Delivery, step: Step, catalog: Catalog,
+                   at: Paths) -> str:
     d = state.phase
     return "\n".join([
         "<workflow-state>", f"delivery: {d} (workflow {state.workflow}, status {state.status})",
-        f"node: {step_line(step)}", f"node folder: phases/{d}/{step.name}/",
-        *state_lines(state, step),
+        f"node: {step_line(step)}", f"node folder: {at(f'phases/{d}/{step.name}/')}",
+        *state_lines(state, step, at),
         "sub-agent read list (give sub-agents these paths; never paste the files):",
-        *read_lines(store, state, step, catalog), "</workflow-state>"])
+        *read_lines(store, state, step, catalog, at), "</workflow-state>"])
 
 
-def recovery_index(store: Store, state: Delivery, step: Step, catalog: Catalog) -> str:
+def recovery_index(store: Store, state: Delivery, step: Step, catalog: Catalog,
+                   at: Paths) -> str:
     d = state.phase
     lines = [
         "<recovery-index>",
         "The context was compacted. Recover only from the files of this delivery, not from the "
         "chat history or other deliveries; completed nodes are never redone.",
         f"delivery: {d} (workflow {state.workflow}, status {state.status}; state "
-        f"phases/{d}/index.json)", f"goal: {clip(state.request)}",
+        f"{at(f'phases/{d}/index.json')})", f"goal: {clip(state.request)}",
         f"current node: {step_line(step)}",
         f"node goal: {clip(catalog.phases[step.phase].execution.goal)}",
-        f"node folder: phases/{d}/{step.name}/", *state_lines(state, step),
-        "inputs:", *read_lines(store, state, step, catalog), "upstream handoffs:"]
+        f"node folder: {at(f'phases/{d}/{step.name}/')}", *state_lines(state, step, at),
+        "inputs:", *read_lines(store, state, step, catalog, at), "upstream handoffs:"]
     for name in step.needs:
         up = state.get_step(name)
-        files = ", ".join(f"{ref.path} (sha256 {ref.sha256})" for ref in up.handoff.values())
+        files = ", ".join(f"{at(ref.path)} (sha256 {ref.sha256})" for ref in up.handoff.values())
         lines += [f"- `{name}` ({up.status}): {files or 'no handoff yet'}",
                   f"  summary: {clip(up.summary) if up.summary else 'none'}"]
     if not step.needs:
@@ -334,7 +359,7 @@ def recovery_index(store: Store, state: Delivery, step: Step, catalog: Catalog) 
     return "\n".join([*lines, "</recovery-index>"])
 
 
-def skill_invocation(state: Delivery, step: Step, catalog: Catalog) -> str:
+def skill_invocation(state: Delivery, step: Step, catalog: Catalog, at: Paths) -> str:
     bound = state.snapshot.skills.get(step.phase, [])
     entry = next((s for s in bound if s.load == "entry"), None)
     if entry is None:
@@ -344,11 +369,12 @@ def skill_invocation(state: Delivery, step: Step, catalog: Catalog) -> str:
     edges = [e for e in catalog.graph.edges if e.source == entry.id and e.to in known]
     return "\n".join([
         "<skill-invocation>",
-        f"entry skill: `{entry.id}` phases/{d}/{entry.path} (sha256 {entry.sha256})",
+        f"entry skill: `{entry.id}` {at(f'phases/{d}/{entry.path}')} (sha256 {entry.sha256})",
         "on-demand skills (skill-graph edges from the entry skill):",
-        *([f"- `{e.to}` phases/{d}/{known[e.to].path} (sha256 {known[e.to].sha256}) — when: "
+        *([f"- `{e.to}` {at(f'phases/{d}/{known[e.to].path}')} (sha256 {known[e.to].sha256}) "
+           "— when: "
            f"{clip(e.reason, 200)}" for e in edges] or ["- none"]),
-        f"skill session record: phases/{d}/{step.name}/skill-session.md",
+        f"skill session record: {at(f'phases/{d}/{step.name}/skill-session.md')}",
         "Read the entry skill file completely and follow it first; load an on-demand skill only "
         "when the entry skill calls for it along an edge above. Do not reduce the entry skill "
         "to producing one artifact.", "</skill-invocation>"])

@@ -23,7 +23,7 @@ SHELL_LIKE = {"su", "runuser", "script", "pwsh", "powershell"}  # run the argume
 WRAPPERS = {  # commands that run their arguments → their short options taking a separate value
     "sudo": "ugCDhpRrtTU", "doas": "uC", "env": "uC", "nohup": "", "time": "", "nice": "n",
     "ionice": "cnp", "timeout": "sk", "command": "", "builtin": "", "exec": "a", "stdbuf": "ioe",
-    "setsid": "", "busybox": "", "xargs": "IinPdLsaE", "unbuffer": "", "chronic": ""}
+    "setsid": "", "busybox": "", "xargs": "InPdLsaE", "unbuffer": "", "chronic": ""}
 KEYWORDS = {"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until",
             "esac"}
 HEADERS = {"for", "case", "select", "function", "in"}
@@ -54,6 +54,28 @@ CALL = re.compile(r"\b(system|popen|run|call|check_call|check_output|Popen|getou
 LITERAL = re.compile(r"(['\"])((?:\\.|(?!\1).)*)\1", re.S)
 SQLITE_READ = re.compile(r"\.read\s+(\S+)")
 DELETE_FUNCS = {"rmtree", "rmSync", "rmdirSync", "remove_dir_all", "rimraf"}
+# How each SQL client takes its statements without a terminal: a flag, or SQL as a positional
+# argument after the database (the `*_POSITIONAL` clients).
+SQL_INPUT_FLAGS = {"-c", "--command", "-e", "--execute", "-f", "--file", "-i", "--input-file",
+                   "-q", "-Q", "--query", "-cmd", "-E"}
+SQL_POSITIONAL = {"sqlite3", "duckdb", "litecli"}
+COMPUTED = re.compile(r"\$\(|`|<\(")
+INTERACTIVE = ("starts an interactive {what}; what is typed into it later never reaches this "
+               "hook, so it is denied: run each command directly (e.g. `bash -c '…'`, "
+               "`python3 script.py`, `psql -c '…'`)")
+
+
+def xargs_replace(arg: str, value: str) -> str | None:
+    """The replace string an xargs option sets (`-I R`, `-IR`, `-i[R]`, `--replace[=R]`)."""
+    if arg == "-I":
+        return value or None
+    if arg.startswith("-I"):
+        return arg[2:]
+    if arg.startswith("--replace"):
+        return arg.partition("=")[2] or "{}"
+    if arg.startswith("-i"):
+        return arg[2:] or "{}"
+    return None
 
 
 def command_name(word: str) -> str:
@@ -152,14 +174,57 @@ class Walk:
         words, xargs = self.unwrap(cmd.words)
         if not words and all(ASSIGN.match(w) for w in cmd.words):
             self.assign(cmd.words)
+        if xargs and self.interactive(cmd):
+            return (f"`{shown(cmd.words)}` builds commands from what is typed into it later, "
+                    "which never reaches this hook; pipe it a known input or run the commands "
+                    "directly")
         if xargs:
-            words = [*words, *(self.stdin_text(cmd) or "").split()]
+            words = self.xargs(words, cmd, xargs)
+        if words:
+            words, why = self.program(words)
+            if why:
+                return why
         self.record_writes(cmd, words)
         return self.check(words, cmd) if words else None
 
-    def unwrap(self, words: list[str]) -> tuple[list[str], bool]:
-        """Strip assignments, keywords and wrappers (sudo, env, timeout, xargs …), however many."""
-        xargs, k = False, 0
+    def xargs(self, words: list[str], cmd: Cmd, replace: bool | str) -> list[str]:
+        """The command xargs builds: its input appended, or put where the replace string is
+        (`-I R`). An input the hook cannot see stays a placeholder, so a program taken from it
+        is computed at run time."""
+        piped = self.stdin_text(cmd)
+        item = piped.strip() if piped and piped.strip() else "$(xargs input)"
+        if isinstance(replace, str):
+            return [w.replace(replace, item) for w in words]
+        return [*words, *(piped or "").split()]
+
+    def program(self, words: list[str]) -> tuple[list[str], str | None]:
+        """The program word as the shell will run it; a word computed at run time (a command
+        substitution, an unknown variable) cannot be checked, so it is the reason to deny."""
+        word = words[0]
+        why = (f"`{shown(words)}`: the program is computed at run time, so the hook cannot check "
+               "what runs; write the command literally")
+        if COMPUTED.search(word):
+            return words, why
+        if "$" in word:
+            names = [m.group(1) or m.group(4) for m in VAR.finditer(word)]
+            if not names or any(n != "PWD" and n not in self.vars and n not in self.env
+                                for n in names):
+                return words, why
+            word = VAR.sub(self.var, word)
+            if not word.strip() or "$" in word:
+                return words, why
+        return [word, *words[1:]], None
+
+    def interactive(self, cmd: Cmd) -> bool:
+        """Nothing feeds the command's stdin (no heredoc, `<` or pipe): it reads the terminal."""
+        return (cmd.stdin is None and cmd.pipe_from is None
+                and not any(op == "<" for op, _ in cmd.redirects))
+
+    def unwrap(self, words: list[str]) -> tuple[list[str], bool | str]:
+        """Strip assignments, keywords and wrappers (sudo, env, timeout, xargs …), however many;
+        also says whether xargs runs the rest (its replace string, if it has one)."""
+        xargs: bool | str = False
+        k = 0
         while k < len(words):
             while k < len(words) and ASSIGN.match(words[k]):
                 k += 1
@@ -171,12 +236,14 @@ class Walk:
                 continue
             if name not in WRAPPERS:
                 break
-            xargs |= name == "xargs"
+            xargs = xargs or name == "xargs"
             i = k + 1
             while i < len(words) and words[i].startswith("-") and words[i] != "-":
                 arg, i = words[i], i + 1
                 if arg == "--":
                     break
+                if name == "xargs":
+                    xargs = xargs_replace(arg, words[i] if i < len(words) else "") or xargs
                 if name == "command" and arg in ("-v", "-V"):
                     return [], xargs
                 if name == "env" and arg == "-S" and i < len(words):
@@ -226,21 +293,38 @@ class Walk:
             i += i < len(words) and words[i] in ("-", "--")
         else:
             flags = [j for j, a in enumerate(words) if a.lower() in ("-c", "--command", "-command")]
+            files = [a for a in words if a.lower() in ("-f", "-file", "--file")]
             if not flags:
-                return None
+                return None if files or command_name(words[0]) in ("su", "runuser", "script") \
+                    or not self.interactive(cmd) else (f"`{shown(words)}` "
+                                                      + INTERACTIVE.format(what="shell"))
             inline, i = True, flags[0] + 1
         rest = words[i:]
         if inline:
             return self.nested(rest[0]) if rest else None
+        if "-i" in words[1:i] or "--interactive" in words[1:i]:
+            return f"`{shown(words)}` " + INTERACTIVE.format(what="shell")
         if rest and not from_stdin:
             return self.nested(self.script(rest[0], True))
-        return self.nested(self.stdin_text(cmd))
+        if self.interactive(cmd):
+            return f"`{shown(words)}` " + INTERACTIVE.format(what="shell")
+        piped = self.stdin_text(cmd)
+        if piped is None:
+            return (f"`{shown(words)}` runs shell commands the hook cannot see (piped from "
+                    "another command); write the commands literally")
+        return self.nested(piped)
 
     def interpreter(self, words: list[str], cmd: Cmd) -> str | None:
         for i, arg in enumerate(words[1:-1], 1):
             if arg in ("--eval", "--print") or short(arg) and arg[-1] in "ceEpr" and len(arg) < 5:
                 return self.code(words[i + 1])
+        if any(a in ("-i", "--interactive") for a in words[1:]):
+            return f"`{shown(words)}` " + INTERACTIVE.format(what="interpreter")
         script = next((a for a in words[1:] if not a.startswith("-")), None)
+        if script is None and self.interactive(cmd) and not any(
+                a in ("--version", "-V", "--help", "-h") or a.startswith("-m")
+                for a in words[1:]):
+            return f"`{shown(words)}` " + INTERACTIVE.format(what="interpreter")
         if script is None:
             return self.code(self.stdin_text(cmd) or "")
         path = self.path(script)
@@ -265,6 +349,13 @@ class Walk:
         return None
 
     def sql_client(self, words: list[str], cmd: Cmd) -> str | None:
+        name = command_name(words[0])
+        positional = [a for a in words[1:] if not a.startswith("-")]
+        if (name in SQL_CLIENTS and self.interactive(cmd)
+                and SQL_INPUT_FLAGS.isdisjoint(a.split("=")[0] for a in words[1:])
+                and not (name in SQL_POSITIONAL and len(positional) >= 2)
+                and not any(a in ("--version", "-V", "--help", "-?") for a in words[1:])):
+            return f"`{shown(words)}` " + INTERACTIVE.format(what="database shell")
         texts = [*words[1:], self.stdin_text(cmd) or ""]
         for i, arg in enumerate(words):
             value = words[i + 1] if i + 1 < len(words) else ""
@@ -368,6 +459,8 @@ class Walk:
         return None
 
     def dotnet(self, words: list[str]) -> str | None:
+        if words[1:2] == ["fsi"] and not any(a.endswith((".fsx", ".fs")) for a in words[2:]):
+            return f"`{shown(words)}` " + INTERACTIVE.format(what="F# interpreter")
         ef = words[1:] if command_name(words[0]) == "dotnet-ef" else words[2:] if words[1:2] == [
             "ef"] else []
         if "drop" in ef and "database" in ef[:ef.index("drop")]:

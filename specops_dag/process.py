@@ -1,8 +1,9 @@
 """The one place child processes start (STYLE: one subprocess choke point).
 
-`run_process` takes argv as a list (never a shell), a wall deadline and an optional idle deadline,
-writes output to files (never pipes that can fill up) and kills the whole process tree on expiry:
-descendants are snapshotted first because tools may start their own sessions.
+`run_process` takes argv as a list (never a shell), a wall deadline, an optional idle deadline
+(suspended while the child reports an operation running) with a cap per operation, writes output
+to files (never pipes that can fill up) and kills the whole process tree on expiry: descendants
+are snapshotted first because tools may start their own sessions.
 """
 
 from __future__ import annotations
@@ -42,11 +43,19 @@ class ProcessResult:
     stdout: str
     stderr: str
     stopped: str | None = None  # why a `watch` callback ended the process early
+    busy_timed_out: bool = False  # one operation `busy` reported ran past `busy_timeout_s`
 
     @property
     def ok(self) -> bool:
         return (self.exit_code == 0 and not self.timed_out and not self.idle_timed_out
-                and self.stopped is None)
+                and self.stopped is None and not self.busy_timed_out)
+
+
+@dataclass(frozen=True)
+class _Limits:
+    deadline_s: float
+    idle_timeout_s: float | None
+    busy_timeout_s: float | None
 
 
 def run_process(
@@ -60,11 +69,17 @@ def run_process(
     stdout_path: Path | None = None,
     stderr_path: Path | None = None,
     watch: Callable[[], str | None] | None = None,
+    busy: Callable[[], float | None] | None = None,
+    busy_timeout_s: float | None = None,
 ) -> ProcessResult:
     """Run argv to completion or until a deadline; the tree is killed on expiry.
 
     `idle_timeout_s` kills it when stdout has not grown for that long; `watch` is called at every
-    poll and kills it when it returns a reason (e.g. a tool stuck in a retry loop)."""
+    poll and kills it when it returns a reason (e.g. a tool stuck in a retry loop). `busy` is
+    called at every poll and answers how long the child's oldest unfinished operation has been
+    running (None: none is), e.g. a command of an agent that prints nothing meanwhile: while one
+    runs the idle timer is suspended (it restarts when the last one ends), and one running longer
+    than `busy_timeout_s` kills the tree (`busy_timed_out`). The wall deadline always applies."""
     if not argv or not all(isinstance(a, str) for a in argv):
         raise TypeError("argv must be a non-empty list of strings")
     with tempfile.TemporaryDirectory(prefix="specops-proc-") as scratch:
@@ -86,11 +101,12 @@ def run_process(
                 raise ToolMissing(f"`{argv[0]}` is not executable: {e}") from e
             if stdin_data is not None:
                 _feed(proc, stdin_data)
-            timed_out, idle, stopped = _wait(proc, started, deadline_s, idle_timeout_s, out, watch)
-        killed = timed_out or idle or stopped is not None
+            limits = _Limits(deadline_s, idle_timeout_s, busy_timeout_s)
+            why, stopped = _wait(proc, started, limits, out, watch, busy)
         return ProcessResult(
-            argv=tuple(argv), exit_code=None if killed else proc.returncode, stopped=stopped,
-            timed_out=timed_out, idle_timed_out=idle,
+            argv=tuple(argv), exit_code=proc.returncode if why == "exited" else None,
+            stopped=stopped, timed_out=why == "deadline", idle_timed_out=why == "idle",
+            busy_timed_out=why == "busy",
             duration_s=round(time.monotonic() - started, 3),
             stdout=out.read_text(encoding="utf-8", errors="replace"),
             stderr=err.read_text(encoding="utf-8", errors="replace"))
@@ -109,28 +125,34 @@ def _feed(proc: subprocess.Popen, data: bytes) -> None:
             pass
 
 
-def _wait(proc: subprocess.Popen, started: float, deadline_s: float,
-          idle_timeout_s: float | None, out: Path, watch: Callable[[], str | None] | None
-          ) -> tuple[bool, bool, str | None]:
+def _wait(proc: subprocess.Popen, started: float, limits: _Limits, out: Path,
+          watch: Callable[[], str | None] | None, busy: Callable[[], float | None] | None
+          ) -> tuple[str, str | None]:
+    """Poll until the child exits ("exited") or is killed: "deadline", "busy", "idle", or
+    "stopped" with the watch's reason."""
     last_size, last_change = -1, time.monotonic()
     while True:
         try:
             proc.wait(timeout=0.1)
-            return False, False, None
+            return "exited", None
         except subprocess.TimeoutExpired:
             pass
         now = time.monotonic()
-        verdict: tuple[bool, bool, str | None] | None = None
-        if now - started >= deadline_s:
-            verdict = (True, False, None)
-        elif idle_timeout_s is not None:
+        busy_for = busy() if busy is not None else None
+        verdict: tuple[str, str | None] | None = None
+        if now - started >= limits.deadline_s:
+            verdict = ("deadline", None)
+        elif (busy_for is not None and limits.busy_timeout_s is not None
+              and busy_for >= limits.busy_timeout_s):
+            verdict = ("busy", None)
+        elif limits.idle_timeout_s is not None:
             size = out.stat().st_size if out.exists() else 0
-            if size != last_size:
+            if size != last_size or busy_for is not None:
                 last_size, last_change = size, now
-            elif now - last_change >= idle_timeout_s:
-                verdict = (False, True, None)
+            elif now - last_change >= limits.idle_timeout_s:
+                verdict = ("idle", None)
         if verdict is None and watch is not None and (reason := watch()):
-            verdict = (False, False, reason)
+            verdict = ("stopped", reason)
         if verdict is not None:
             kill_tree(proc.pid)
             proc.wait()

@@ -12,7 +12,16 @@ from collections import namedtuple
 from pathlib import Path
 
 from .errors import UsageError
-from .reading import BUILTIN_DEFS, get_step, owner_alive, sha256_file, work_path
+from .reading import (
+    BUILTIN_DEFS,
+    agent_path,
+    get_step,
+    is_git_target,
+    owner_alive,
+    sha256_file,
+    target_of,
+    work_path,
+)
 
 TYPE_CHECKING = False  # not `typing`'s, which dry-run would pay ~3 ms to import
 if TYPE_CHECKING:  # the models, for the annotations only: dry-run reads without pydantic
@@ -71,31 +80,54 @@ class Prompt(namedtuple("Prompt", "delivery node step parts")):
 
 
 def assemble_prompt(root: Path, state: Delivery, step: Step, catalog: Catalog,
-                    target: Path) -> Prompt:
+                    cwd: Path, tree: Path | None = None) -> Prompt:
     """Read everything this attempt's prompt is made of, in the fixed order, once. `root` is
-    the harness root; `catalog` the delivery's snapshot (models or `shape` views)."""
+    the harness root; `catalog` the delivery's snapshot (models or `shape` views); `cwd` the
+    agent's working directory, which every path in the prompt resolves from; `tree` where the
+    files of that directory are read (default `cwd`; a dry run before the worktree exists
+    reads the commit it will be created from)."""
+    tree = tree or cwd
     phase = catalog.phases[step.phase]
     parts: list[PromptPart] = []
-    agents = root / "AGENTS.md"
-    if agents.is_file():
+    agents = tree / "AGENTS.md"
+    if agents.is_file():  # codex's own AGENTS.md injection is off: it is sent once, here
         parts.append(PromptPart("AGENTS.md", "AGENTS.md", read_text(agents, "AGENTS.md")))
     parts.append(PromptPart("common work rules", "built-in:workflow_defs/work-rules.md",
                             WORK_RULES.read_text(encoding="utf-8")))
-    for rel in context_paths(state, step, target):
-        parts.append(PromptPart("context", rel, read_text(target / rel, rel)))
-    handoff = target / "docs" / "phase" / state.phase / "handoff.md"
-    if handoff.is_file():
-        rel = f"docs/phase/{state.phase}/handoff.md"
-        parts.append(PromptPart("delivery handoff", rel, read_text(handoff, rel)))
+    for rel in context_paths(state, step, tree, shown=cwd):
+        parts.append(PromptPart("context", rel, read_text(tree / rel, rel)))
+    handoff = delivery_handoff(state, tree)
+    if handoff is not None:
+        parts.append(handoff)
     elif (earlier := latest_summary(state, step)) is not None:
         parts.append(earlier)
+    if step.feedback:
+        parts.append(PromptPart("human feedback", None,
+                                "# Feedback from a person on this step\n\n" + step.feedback))
     if step.last_failure:
         failure = failure_summary(step.last_failure)
         parts.append(PromptPart("previous failure", None,
                                 "# Previous attempt failed\n\n" + failure))
     parts.append(PromptPart("current step", None, current_step(root, state, step, catalog,
-                                                                phase)))
+                                                                phase, cwd)))
     return Prompt(state.phase, step.name, step.step, tuple(parts))
+
+
+def handoff_rel(delivery: str) -> str:
+    return f"docs/phase/{delivery}/handoff.md"
+
+
+def delivery_handoff(state: Delivery, tree: Path) -> PromptPart | None:
+    """`docs/phase/<d>/handoff.md` as a completed step left it. A file no completed step
+    registered (a failed attempt's own, or one from a step reopened since) is not a handoff."""
+    rel = handoff_rel(state.phase)
+    path = tree / rel
+    if not path.is_file():
+        return None
+    sha = sha256_file(path)
+    if not any(s.status == "completed" and s.delivery_handoff == sha for s in state.steps):
+        return None
+    return PromptPart("delivery handoff", rel, read_text(path, rel))
 
 
 def read_text(path: Path, shown: str) -> str:
@@ -116,13 +148,16 @@ def normalized(raw: str) -> str:
     return os.path.normpath(raw.replace("\\", "/"))
 
 
-def context_paths(state: Delivery, step: Step, target: Path) -> list[str]:
-    """Validated context paths, relative to the target repo, duplicates (notation, case) once."""
+def context_paths(state: Delivery, step: Step, target: Path,
+                  shown: Path | None = None) -> list[str]:
+    """Validated context paths, relative to the agent's tree `target` (named `shown` in errors),
+    duplicates (notation, case) once."""
     where = f"phases/{state.phase}/index.json: steps[{step.step}].context_files"
     if not isinstance(step.context_files, list) or not all(
             isinstance(p, str) for p in step.context_files):
         raise UsageError(f"{where}: must be an array of path strings; fix the file")
     root = target.resolve()
+    named = shown or root
     files: set[str] = set()
     out: list[str] = []
     # The list's spellings of each path, by case-folded form (an absolute or empty entry never
@@ -135,10 +170,10 @@ def context_paths(state: Delivery, step: Step, target: Path) -> list[str]:
         if not raw.strip():
             raise UsageError(f"{here} is empty; remove it")
         if os.path.isabs(raw) or raw.startswith("~"):
-            raise UsageError(f"{here} is absolute; use a path relative to the repository {root}")
+            raise UsageError(f"{here} is absolute; use a path relative to the repository {named}")
         norm = normalized(raw)
         if norm == ".." or norm.startswith("../"):
-            raise UsageError(f"{here} is outside the repository {root}; use a path inside it")
+            raise UsageError(f"{here} is outside the repository {named}; use a path inside it")
         same_path = spellings.pop(norm.casefold(), None)
         if same_path is None:  # the same path written another way, included already
             continue
@@ -147,7 +182,7 @@ def context_paths(state: Delivery, step: Step, target: Path) -> list[str]:
             norm = next((s for s in same_path if lexists(root / s)), norm)
             path = root / norm
             if not lexists(path):
-                raise UsageError(f"{here} not found in {root}; fix the path or remove it")
+                raise UsageError(f"{here} not found in {named}; fix the path or remove it")
             real = path.resolve()
         except RuntimeError:  # Path.resolve on a cycle of symlinks
             raise UsageError(f"{here} is a symlink loop; point the link at a file or remove "
@@ -156,7 +191,7 @@ def context_paths(state: Delivery, step: Step, target: Path) -> list[str]:
             raise UsageError(f"{here} cannot be used ({err.strerror}); fix the path or remove "
                              "it") from None
         if not real.is_relative_to(root):
-            raise UsageError(f"{here} resolves to {real}, outside the repository {root} (a "
+            raise UsageError(f"{here} resolves to {real}, outside the repository {named} (a "
                              "symlink); use a file inside the repository")
         if not real.is_file():
             raise UsageError(f"{here} is not a file; name a file")
@@ -179,49 +214,70 @@ def latest_summary(state: Delivery, step: Step) -> PromptPart | None:
     return None
 
 
-def read_list(root: Path, state: Delivery, step: Step, catalog: Catalog) -> list[str]:
-    """READ lines: upstream handoffs by input port, in the node's declared order, path + sha256."""
+def read_list(root: Path, state: Delivery, step: Step, catalog: Catalog,
+              cwd: Path) -> list[str]:
+    """READ lines: upstream handoffs by input port, in the node's declared order, path + sha256,
+    each path as it resolves from the agent's working directory `cwd`."""
     wf = catalog.workflows[state.workflow]
     node = next(n for n in wf.nodes if n.id == step.name)
     lines: list[str] = []
     for port, ref in node.inputs.items():
         if ref.input is not None:
-            rel = f"phases/{state.phase}/request.md"
-            sha = sha256_file(root / rel) if (root / rel).is_file() else "missing"
-            lines.append(f"{rel} (sha256 {sha}) — input `{port}`: the delivery request")
+            path = root / "phases" / state.phase / "request.md"
+            sha = sha256_file(path) if path.is_file() else "missing"
+            lines.append(f"{agent_path(path, cwd)} (sha256 {sha}) — input `{port}`: the "
+                         "delivery request")
             continue
         upstream = get_step(state, ref.node or "")
         for art, fref in upstream.handoff.items():
-            lines.append(f"{fref.path} (sha256 {fref.sha256}) — input `{port}`: `{ref.node}` "
+            lines.append(f"{agent_path(root / fref.path, cwd)} (sha256 {fref.sha256}) — input "
+                         f"`{port}`: `{ref.node}` "
                          f"output `{ref.output}`, artifact `{art}`")
     return lines
 
 
+def where_line(cwd: Path) -> str:
+    return f"Working directory: {cwd}. Every path below is absolute or relative to it."
+
+
+def skill_lines(root: Path, state: Delivery, phase_id: str, cwd: Path) -> list[str]:
+    """SKILLS lines: the phase's bound skills in the delivery snapshot, path + sha256."""
+    folder = root / "phases" / state.phase
+    return [f"- {s.load}: `{s.id}` {agent_path(folder / s.path, cwd)} (sha256 {s.sha256})"
+            for s in state.snapshot.skills.get(phase_id, [])]
+
+
 def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
-                 phase: Phase) -> str:
+                 phase: Phase, cwd: Path) -> str:
     attempt = min(step.attempts + (0 if step.status == "running" else 1), MAX_ATTEMPTS)
-    node_dir = f"phases/{state.phase}/{step.name}"
+    node_dir = root / "phases" / state.phase / step.name
     out = [f"# Current step: `{step.name}` (step {step.step} of delivery `{state.phase}`, phase "
-           f"`{step.phase}`, attempt {attempt} of {MAX_ATTEMPTS})", "", "READ (in order):"]
-    out += [f"{i}. {line}" for i, line in enumerate(read_list(root, state, step, catalog), 1)]
-    if len(out) == 3:
+           f"`{step.phase}`, attempt {attempt} of {MAX_ATTEMPTS})", "", where_line(cwd), "",
+           "READ (in order):"]
+    out += [f"{i}. {line}" for i, line in enumerate(read_list(root, state, step, catalog, cwd),
+                                                    1)]
+    if len(out) == 5:
         out.append("(no upstream handoffs)")
-    skills = state.snapshot.skills.get(step.phase, [])
+    skills = skill_lines(root, state, step.phase, cwd)
     if skills:
-        out += ["", "SKILLS (from the delivery snapshot):"]
-        out += [f"- {s.load}: `{s.id}` phases/{state.phase}/{s.path} (sha256 {s.sha256})"
-                for s in skills]
-    out += ["", "TASK:", phase.execution.goal.strip()]
+        out += ["", "SKILLS (from the delivery snapshot):", *skills]
+    goal = phase.execution.goal.strip().replace("<delivery>", state.phase)
+    out += ["", "TASK:", goal.replace("<node>", step.name)]
     step_file = root / "phases" / state.phase / f"step{step.step}.md"
     if step_file.is_file():
-        out.append(f"Step details: phases/{state.phase}/step{step.step}.md")
+        out.append(f"Step details: {agent_path(step_file, cwd)}")
     out += ["", "WRITE:"]
-    out += [f"- {node_dir}/{a.path}" + (" (required)" if a.required else " (optional)")
-            for a in phase.output.artifacts]
+    out += [f"- {agent_path(node_dir / a.path, cwd)}"
+            + (" (required)" if a.required else " (optional)") for a in phase.output.artifacts]
     out += [f"- docs/phase/{state.phase}/{step.name}.md (step record: what you did, commands, "
             "evidence)",
-            f"- docs/phase/{state.phase}/handoff.md (delivery handoff for the next step: paths "
-            "and decisions)",
+            f"- {handoff_rel(state.phase)} (delivery handoff for the next step: paths "
+            "and decisions)", "",
+            f"Node folder: {agent_path(node_dir, cwd)}/ — your WRITE artifacts live there; put "
+            "any other file this step produces (TRX results, logs) under it too. An artifact "
+            "path written short in the TASK or a skill (such as `develop/changes.md`) is "
+            "relative to a node folder: this one for yours, and for an upstream node's the READ "
+            "path that ends with it.",
             "", "REPORT: end with a final message of at most 1,000 characters that summarizes "
             "what you did and names the files you wrote."]
     return "\n".join(out)
@@ -240,9 +296,21 @@ def pick_step(state: Delivery, node: str | None) -> Step:
 
 
 def preview(root: Path, state: Delivery, step: Step, catalog: Catalog) -> Prompt | None:
+    """The prompt the next attempt would send, with the same paths: before a git target's
+    worktree exists, its files are read from the commit the worktree will be created from."""
     if catalog.phases[step.phase].execution.executor.kind == "command":
         return None
-    return assemble_prompt(root, state, step, catalog, work_path(root, state))
+    cwd = work_path(root, state)
+    target = target_of(root, state)
+    if cwd.is_dir() or not is_git_target(target):
+        return assemble_prompt(root, state, step, catalog, cwd)
+    import tempfile
+
+    from .gitflow import export_tree  # GitPython and git only for a worktree not made yet
+
+    with tempfile.TemporaryDirectory(prefix="specops-preview-") as scratch:
+        tree = export_tree(target, state.phase, Path(scratch))
+        return assemble_prompt(root, state, step, catalog, cwd, tree=tree)
 
 
 def render_dry_run(root: Path, state: Delivery, step: Step, catalog: Catalog,

@@ -85,11 +85,31 @@ def target_of(root: Path, state: Delivery) -> Path:
     return (root / state.target).resolve()
 
 
+WORKTREES = ".specops/worktrees"
+
+
+def is_git_target(target: Path) -> bool:
+    """A target with its own `.git` (folder or worktree file) works on a feat-<d> worktree; any
+    other folder is a plain target the agent changes in place."""
+    return (target / ".git").exists()
+
+
 def work_path(root: Path, state: Delivery) -> Path:
-    """Where the agent works: the delivery's worktree once it exists, else the target itself."""
+    """The agent's working directory: the delivery's worktree (the one its first run creates,
+    for a git target not yet run), else the plain target folder itself."""
     if state.worktree:
         return (root / state.worktree).resolve()
-    return target_of(root, state)
+    target = target_of(root, state)
+    if is_git_target(target):
+        return (root / WORKTREES / state.phase).resolve()
+    return target
+
+
+def agent_path(path: Path, cwd: Path) -> str:
+    """A path as the agent's prompt names it: relative to its working directory when inside
+    it, else absolute — so it resolves from where the agent runs."""
+    path = path.resolve()
+    return path.relative_to(cwd).as_posix() if path.is_relative_to(cwd) else str(path)
 
 
 def owner_alive(owner: Owner | None) -> bool:

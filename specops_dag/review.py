@@ -56,12 +56,13 @@ class Review:
 
 def evaluator_prompt_section(criteria: Iterable[CriterionLike], generator_node: str,
                              read_lines: list[str], round_no: int, max_rounds: int,
-                             skill_lines: Sequence[str] = ()) -> str:
+                             skill_lines: Sequence[str] = (), where: str = "") -> str:
     """The evaluator's current step: READ (paths + sha256 as given), TASK, REPORT block format.
     Paths only, never file bodies (seed 000)."""
     criteria = list(criteria)
     out = [f"# Current step: review of `{generator_node}` (review round {round_no} of "
-           f"{max_rounds}; evaluator, read-only)", "", "READ (in order):"]
+           f"{max_rounds}; evaluator, read-only)", "", *([where, ""] if where else []),
+           "READ (in order):"]
     out += [f"{i}. {line}" for i, line in enumerate(read_lines, 1)] or ["(nothing to read)"]
     if skill_lines:
         out += ["", "SKILLS (from the delivery snapshot):", *(f"- {s}" for s in skill_lines)]

@@ -134,6 +134,9 @@ class Step(Model):
     reviews: list[dict] = []  # evaluator rounds: round, verdict, reason, scores, report path
     gates: list[str] = []
     owner: Owner | None = None
+    feedback: str | None = None  # a person's reopen reason or gate rejection, for the next prompt
+    delivery_handoff: str | None = None  # sha256 of docs/phase/<d>/handoff.md as it completed
+    preparation: str | None = None  # what the executor did to the worktree before attempt 1
 
 
 class Event(Model):

@@ -17,11 +17,20 @@ from .budget import budget_spent
 from .catalog import Catalog
 from .codex import AgentSettings
 from .delivery import current_owner, snapshot_catalog, target_path, workdir
-from .errors import UsageError, WriteConflict
+from .errors import SpecopsError, UsageError, WriteConflict
 from .executor import AttemptResult, run_attempt
 from .gates import RISK_FILE, WAITING, block_reason, raise_risk
 from .prompt import MAX_ATTEMPTS, assemble_prompt
-from .reading import closed_gates, delivery_tokens, owner_alive, step_drift, step_tokens, tokens
+from .reading import (
+    closed_gates,
+    delivery_tokens,
+    is_git_target,
+    owner_alive,
+    sha256_file,
+    step_drift,
+    step_tokens,
+    tokens,
+)
 from .state import Delivery, FileRef, Step, Store, Usage, move, now_iso
 
 AVAILABLE_EXECUTORS = ("command", "codex")
@@ -61,7 +70,15 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
     state, catalog = claim
     step = state.get_step(node)
     started = time.monotonic()
-    result = run_attempt(store, state, step, catalog, settings or AgentSettings())
+    try:
+        result = run_attempt(store, state, step, catalog, settings or AgentSettings())
+    except SpecopsError as err:  # bad input found while preparing: blocked, never `running`
+        result = AttemptResult(False, f"{err.message}; after fixing it, `specops resume "
+                               f"{delivery} {node}`", environment=True)
+    except Exception as err:  # noqa: BLE001 — a defect must not leave the step `running`
+        result = AttemptResult(False, f"internal error while running the attempt "
+                               f"({type(err).__name__}: {err}); report it, then `specops resume "
+                               f"{delivery} {node}`", environment=True)
     final = (result.ok or result.environment or result.review_exhausted
              or step.attempts >= max_attempts)
     finish_attempt(store, delivery, node, result, final=final)
@@ -108,11 +125,12 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
         if refusal:
             return StepOutcome("error", node, f"{refusal}; nothing was run and the step stays "
                                f"`{step.status}`")
-        if catalog.phases[step.phase].execution.executor.kind != "command":
-            # Validate context paths before any codex or git change (raises UsageError).
-            assemble_prompt(store.root, state, step, catalog, workdir(store, state))
         block = budget_spent(state, step, catalog.phases[step.phase].execution.budget.tokens)
         block = block or prepare_worktree(store, state, step)
+        if not block and catalog.phases[step.phase].execution.executor.kind != "command":
+            # Context paths are checked in the tree the agent will see, before any codex call
+            # (raises UsageError: the transaction writes nothing).
+            assemble_prompt(store.root, state, step, catalog, workdir(store, state))
         if block:
             move(state, step, "blocked", "run")
             step.blocked_reason, step.blocked_at = block, now_iso()
@@ -140,7 +158,7 @@ def prepare_worktree(store: Store, state: Delivery, step: Step) -> str | None:
     """Create (or reuse) the delivery's feat-<d> worktree; a step starts only on a clean one.
     Returns the write-conflict reason that blocks the step, or None."""
     target = target_path(store, state)
-    if not gitflow.is_repo(target):
+    if not is_git_target(target):
         return None  # a plain folder: the agent works in place and nothing is committed
     try:
         if state.worktree is None:
@@ -149,8 +167,11 @@ def prepare_worktree(store: Store, state: Delivery, step: Step) -> str | None:
             state.worktree = (path.relative_to(root).as_posix() if path.is_relative_to(root)
                               else str(path))
             state.branch = gitflow.branch_name(state.phase)
-        if step.attempts == 0:
+        if step.attempts == 0 and step.started_at is None:  # a fresh start needs a clean tree
             gitflow.check_clean(workdir(store, state), state.phase, step.name)
+        elif step.attempts == 0 and (left := gitflow.product_changes(workdir(store, state))):
+            # resumed: it goes on from what its earlier attempts left, and says so
+            state.log("resumed on leftover changes", step.name, ", ".join(left[:10]))
     except WriteConflict as err:
         return err.message
     return None
@@ -257,6 +278,8 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
             step.usage.append(result.usage)
         if result.validation is not None:
             step.validation_report = result.validation.as_metadata()
+        if result.preparation is not None:
+            step.preparation = result.preparation
         if result.review is not None:
             step.reviews.append(result.review)
         if result.ok:
@@ -267,7 +290,9 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
                 step.commits = {"product": gitflow.commit_product(
                     workdir(store, state), delivery, node, step.attempts), "metadata": None}
             move(state, step, "completed", "run")
-            step.handoff, step.last_failure = result.handoff, None
+            step.handoff, step.last_failure, step.feedback = result.handoff, None, None
+            handoff = workdir(store, state) / "docs" / "phase" / delivery / "handoff.md"
+            step.delivery_handoff = sha256_file(handoff) if handoff.is_file() else None
             step.summary = result.message or step.summary
             step.completed_at = now_iso()
             state.log("completed", node, f"attempt {step.attempts}")

@@ -18,7 +18,8 @@ __all__ = ["ValidationReport", "validate_attempt", "MODES"]
 
 
 def validate_attempt(mode: str, target: Path, *, delivery: str, base_commit: str | None,
-                     log_dir: Path, deadline_s: float = DEADLINE_S) -> ValidationReport:
+                     log_dir: Path, deadline_s: float = DEADLINE_S,
+                     env: dict[str, str] | None = None) -> ValidationReport:
     if mode == "none":
         return ValidationReport(True, "none", "none", "the phase declares `validation: none`",
                                 target_found=False)
@@ -27,7 +28,7 @@ def validate_attempt(mode: str, target: Path, *, delivery: str, base_commit: str
         if decision.docs_only:
             return ValidationReport(True, "docs-only", "docs-only", decision.reason,
                                     target_found=False)
-        full = validate_full(target, log_dir, deadline_s)
+        full = validate_full(target, log_dir, deadline_s, env)
         note = f"docs-only fell back to full validation: {decision.reason}"
         return replace(full, mode="docs-only→full", notes=(note, *full.notes))
-    return validate_full(target, log_dir, deadline_s)
+    return validate_full(target, log_dir, deadline_s, env)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,8 +54,14 @@ AGENTIC = {
     "AGENTS.md": "# Agents\nBe precise.\n",
 }
 
-WRITE_NOTES = {"shell": 'printf "notes for $SPECOPS_DELIVERY\\n" > "$SPECOPS_NODE_DIR/notes.md"'}
-WRITE_REVIEW = {"shell": 'printf "looks fine\\n" > "$SPECOPS_NODE_DIR/review.md"'}
+
+def wrote(node: str, artifact: str, phases: str = "phases", delivery: str = "d1") -> str:
+    """The final message of a literal attempt (`{"literal": {}}`) of a node of AGENTIC: its
+    artifact as WRITE names it (`phases`: the harness root's `phases/` as the agent's working
+    directory sees it: relative when that directory is the harness root, else absolute), then
+    the step record and the delivery handoff."""
+    return (f"Wrote: {phases}/{delivery}/{node}/{artifact}, docs/phase/{delivery}/{node}.md, "
+            f"docs/phase/{delivery}/handoff.md")
 
 
 def agentic_root(tmp_path: Path) -> Path:
@@ -70,6 +77,20 @@ def replay(tmp_path: Path, nodes: dict) -> Iterator[ReplayServer]:
         yield server
     finally:
         server.stop()
+
+
+def requests(tmp_path: Path) -> list[dict]:
+    """Every request the replay agent answered, in order (its log)."""
+    return [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+
+
+def attempts(tmp_path: Path, node: str) -> list[list[dict]]:
+    """The requests of `node`, one list per codex thread (one attempt), in order."""
+    threads: dict[str, list[dict]] = {}
+    for request in requests(tmp_path):
+        if request["node"] == node:
+            threads.setdefault(request["thread"], []).append(request)
+    return list(threads.values())
 
 
 def settings_for(server: ReplayServer, tmp_path: Path) -> AgentSettings:

@@ -224,11 +224,35 @@ def test_demo_runs_a_quick_delivery_with_the_real_codex_cli_offline(
     worktree = root / ".specops/worktrees/demo-1"
     assert state["worktree"] == ".specops/worktrees/demo-1" and state["branch"] == "feat-demo-1"
     assert (worktree / "docs/phase/demo-1/handoff.md").is_file()
-    log = git.Repo(root).git.log("feat-demo-1", "--format=%s").splitlines()
+    repo = git.Repo(root)
+    log = repo.git.log("feat-demo-1", "--format=%s").splitlines()
     assert log == ["[demo-1] delivery attempt 1: metadata", "[demo-1] verify attempt 1: metadata",
-                   "[demo-1] develop attempt 1: metadata", "demo fixture"]
-    assert git.Repo(root).active_branch.name == "main"
+                   "[demo-1] develop attempt 1: metadata",
+                   "[demo-1] develop attempt 1: product changes", "demo fixture"]
+    product = repo.git.show("--format=", "--name-only", "feat-demo-1~3").splitlines()
+    assert product == ["docs/calculator-usage.md"]  # develop's one scripted product change
+    assert (worktree / "docs/calculator-usage.md").read_text() == (
+        "# Using Calculator.Add\n\n`new Calculator().Add(2, 3)` returns `5`.\n")
+    assert repo.active_branch.name == "main"
     assert f"work: branch feat-demo-1 in {worktree}" in lines
-    requests = (root / ".specops/replay-requests.jsonl").read_text().splitlines()
-    assert len(requests) == 6  # three nodes, two model turns each: the real codex CLI ran
+    # Every node's literal agent read its inputs and wrote exactly what its WRITE named.
+    node_dir = f"{root}/phases/demo-1"
+    assert [s["summary"] for s in state["steps"]] == [
+        f"Wrote: {node_dir}/develop/develop/changes.md, {node_dir}/develop/develop/red-green.md, "
+        "docs/phase/demo-1/develop.md, docs/phase/demo-1/handoff.md",
+        f"Wrote: {node_dir}/verify/verify/report.md, docs/phase/demo-1/verify.md, "
+        "docs/phase/demo-1/handoff.md",
+        f"Wrote: {node_dir}/delivery/delivery/summary.md, docs/phase/demo-1/delivery.md, "
+        "docs/phase/demo-1/handoff.md"]
+    assert (root / "phases/demo-1/develop/develop/changes.md").read_text() == (
+        "# Changes\n\n- docs/calculator-usage.md: usage notes for Calculator.Add (documentation "
+        "only; no C# change was needed).\n")
+    requests = [json.loads(line) for line in
+                (root / ".specops/replay-requests.jsonl").read_text().splitlines()]
+    actions = {}
+    for request in requests:  # the real codex CLI ran: one thread per node
+        actions.setdefault(request["node"], []).append(request.get("literal", {}).get("action"))
+    assert actions == {"develop": [None, "read", "write", "done"],  # its product change first
+                       "verify": ["read", "write", "done"], "delivery": ["read", "write", "done"]}
+    assert len({r["thread"] for r in requests}) == 3
     assert "handoff develop/changes: phases/demo-1/develop/develop/changes.md" in result.stdout

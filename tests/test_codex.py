@@ -9,6 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from specops_dag import hook_guard
 from specops_dag.catalog import definition_roots, load_catalog
 from specops_dag.codex import AgentSettings, codex_argv, find_codex, hook_overrides
 from specops_dag.delivery import new_delivery
@@ -17,7 +18,7 @@ from specops_dag.reading import sha256_file
 from specops_dag.state import Store
 from specops_dag.step import run_step
 
-from .agentic import WRITE_NOTES, WRITE_REVIEW, agentic_root, replay, settings_for
+from .agentic import agentic_root, attempts, replay, settings_for, wrote
 
 
 def new(root: Path, delivery: str = "d1") -> Store:
@@ -25,10 +26,6 @@ def new(root: Path, delivery: str = "d1") -> Store:
     new_delivery(store, load_catalog(definition_roots(root), display_base=root), "agentic",
                  delivery, "Write release notes.")
     return store
-
-
-def requests(tmp_path: Path) -> list[dict]:
-    return [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
 
 
 def user_text(request: dict) -> str:
@@ -44,7 +41,7 @@ def test_codex_argv_is_the_documented_command_line(tmp_path: Path) -> None:
     assert argv == [
         "/bin/codex", "exec", "--json", "-s", "workspace-write", "-C", str(tmp_path),
         "-o", str(tmp_path / "last.txt"), "--skip-git-repo-check",
-        "-c", 'shell_environment_policy.exclude=["*_API_KEY"]',
+        "-c", 'shell_environment_policy.exclude=["*_API_KEY"]', "-c", "project_doc_max_bytes=0",
         "-c", "check_for_update_on_startup=false", *hook_overrides(), "--ignore-user-config",
         "-c", "model_provider=specops_replay",
         "-c", 'model_providers.specops_replay={name="specops replay", base_url='
@@ -53,15 +50,15 @@ def test_codex_argv_is_the_documented_command_line(tmp_path: Path) -> None:
         "-m", "gpt-5.5", "-c", 'model_reasoning_effort="low"', "-"]
 
 
-def test_the_product_hooks_run_from_this_python_with_the_trust_bypass() -> None:
-    python = sys.executable
+def test_the_product_hooks_run_from_this_python_isolated_with_the_trust_bypass() -> None:
+    guard = f"{sys.executable} -I {Path(hook_guard.__file__).resolve()}"
     assert hook_overrides() == [
         "-c", 'hooks.PreToolUse=[{matcher=".*", hooks=[{type="command", command="'
-              f'{python} -m specops_dag.hook pre-tool-use", timeout=30}}]}}]',
+              f'{guard} pre-tool-use", timeout=30}}]}}]',
         "-c", 'hooks.SessionStart=[{hooks=[{type="command", command="'
-              f'{python} -m specops_dag.hook session-start", timeout=5}}]}}]',
+              f'{guard} session-start", timeout=5}}]}}]',
         "-c", 'hooks.UserPromptSubmit=[{hooks=[{type="command", command="'
-              f'{python} -m specops_dag.hook user-prompt-submit", timeout=5}}]}}]',
+              f'{guard} user-prompt-submit", timeout=5}}]}}]',
         "--dangerously-bypass-hook-trust"]
 
 
@@ -69,21 +66,23 @@ def test_an_agent_that_writes_its_artifact_completes_with_registered_handoffs(
         tmp_path: Path) -> None:
     root = agentic_root(tmp_path)
     store = new(root)
-    nodes = {"write": [[WRITE_NOTES, {"message": "Wrote notes.md."}]],
-             "review": [[WRITE_REVIEW, {"message": "Reviewed."}]]}
+    nodes = {"write": [{"literal": {"files": {"notes.md": "notes for d1\n"}}}],
+             "review": [{"literal": {}}]}
     with replay(tmp_path, nodes) as server:
         first = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
         second = run_step(store, "d1", "review", settings=settings_for(server, tmp_path))
     assert (first.status, second.status) == ("completed", "completed")
+    assert (first.message, second.message) == (wrote("write", "notes.md"),
+                                                wrote("review", "review.md"))
     notes = root / "phases/d1/write/notes.md"
     assert notes.read_text() == "notes for d1\n"
     state = store.read("d1")
     write = state.get_step("write")
     assert write.handoff["notes"].model_dump() == {"path": "phases/d1/write/notes.md",
                                                    "sha256": sha256_file(notes)}
-    assert write.summary == "Wrote notes.md."
-    [usage] = write.usage
-    assert (usage.attempt, usage.input_tokens, usage.output_tokens) == (1, 2000, 400)
+    assert write.summary == wrote("write", "notes.md")
+    [usage] = write.usage  # three model requests (read, write, final message), 1000 + 200 each
+    assert (usage.attempt, usage.input_tokens, usage.output_tokens) == (1, 3000, 600)
     assert usage.thread_id and first.usage == usage
     output = json.loads((root / "phases/d1/write/step0-output.json").read_text())
     assert output["exit_code"] == 0 and output["thread_id"] == usage.thread_id
@@ -91,15 +90,16 @@ def test_an_agent_that_writes_its_artifact_completes_with_registered_handoffs(
     prompt = (root / "phases/d1/review/prompt.md").read_text()
     assert f"1. phases/d1/write/notes.md (sha256 {sha256_file(notes)})" in prompt
     assert "notes for d1" not in prompt  # paths, never upstream bodies
-    sent = user_text(requests(tmp_path)[-2])
-    assert "# Current step: `review`" in sent
+    [review] = attempts(tmp_path, "review")
+    assert "# Current step: `review`" in user_text(review[0])
+    assert review[0]["literal"] == {"action": "read", "paths": [
+        "phases/d1/write/notes.md", "phases/d1/snapshot/skills/c-review-skill/SKILL.md"]}
 
 
 def test_exit_zero_without_the_artifact_is_retried_with_a_summary_naming_it(
         tmp_path: Path) -> None:
     store = new(agentic_root(tmp_path))
-    nodes = {"write": [[{"message": "I am done (but wrote nothing)."}],
-                       [WRITE_NOTES, {"message": "Now written."}]]}
+    nodes = {"write": [{"literal": {"skip": ["notes.md"]}}, {"literal": {}}]}
     with replay(tmp_path, nodes) as server:
         first = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
         second = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
@@ -107,7 +107,12 @@ def test_exit_zero_without_the_artifact_is_retried_with_a_summary_naming_it(
     assert first.message == ("attempt 1/3 failed: exit 0 but required artifacts are missing: "
                              "`notes` (phases/d1/write/notes.md)")
     assert second.status == "completed" and second.attempt == 2
-    retry_prompt = user_text(requests(tmp_path)[1])
+    assert second.message == wrote("write", "notes.md")
+    first_attempt, second_attempt = attempts(tmp_path, "write")
+    assert first_attempt[-1]["literal"] == {
+        "action": "done", "wrote": ["docs/phase/d1/write.md", "docs/phase/d1/handoff.md"],
+        "skipped": ["phases/d1/write/notes.md"]}
+    retry_prompt = user_text(second_attempt[0])
     assert ("# Previous attempt failed\n\nexit 0 but required artifacts are missing: `notes` "
             "(phases/d1/write/notes.md)") in retry_prompt
     assert "(step 0 of delivery `d1`, phase `c-write`, attempt 2 of 3)" in retry_prompt
@@ -129,13 +134,13 @@ def test_three_failures_leave_the_step_in_error(tmp_path: Path) -> None:
 
 def test_an_http_500_storm_is_a_failed_attempt_and_the_retry_succeeds(tmp_path: Path) -> None:
     store = new(agentic_root(tmp_path))
-    nodes = {"write": [[{"fail": "http-500"}], [WRITE_NOTES, {"message": "ok"}]]}
+    nodes = {"write": [[{"fail": "http-500"}], {"literal": {}}]}
     with replay(tmp_path, nodes) as server:
         first = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
         second = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
     assert first.status == "failed" and first.message.startswith(
         "attempt 1/3 failed: codex turn failed (exit 1): ")
-    assert second.status == "completed"
+    assert (second.status, second.message) == ("completed", wrote("write", "notes.md"))
 
 
 def test_a_hanging_model_is_killed_by_the_idle_watchdog_and_no_process_survives(
@@ -194,14 +199,27 @@ def test_api_keys_stay_out_of_agent_commands_and_saved_output(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DEMO_API_KEY", "sk-very-secret-123")
     store = new(agentic_root(tmp_path))
-    leak = {"shell": 'echo "key=${DEMO_API_KEY:-none}" > "$SPECOPS_NODE_DIR/notes.md"'}
-    with replay(tmp_path, {"write": [[leak, {"message": "sk-very-secret-123 ?"}]]}) as server:
-        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
     root = store.root
-    assert outcome.status == "completed"
-    assert (root / "phases/d1/write/notes.md").read_text() == "key=none\n"
-    for name in ("step0-output.json", "prompt.md", "../index.json"):
-        assert "sk-very-secret-123" not in (root / "phases/d1/write" / name).read_text()
+    output = root / "phases/d1/write/step0-output.json"
+
+    def leaks() -> list[str]:
+        return [p.name for p in (output, output.parent / "prompt.md", root / "phases/d1/index.json")
+                if "sk-very-secret-123" in p.read_text()]
+
+    dump = {"shell": 'echo "key=${DEMO_API_KEY:-none}" > key.txt'}  # an env dump, in the cwd
+    nodes = {"write": [[{"message": "sk-very-secret-123 ?"}],  # says the key, writes nothing
+                       {"literal": {"before": [dump],  # then types it into a command
+                                    "files": {"notes.md": "sk-very-secret-123 ?\n"}}}]}
+    with replay(tmp_path, nodes) as server:
+        first = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+        said, leaked_first = json.loads(output.read_text())["last_message"], leaks()
+        second = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert (first.status, second.status) == ("failed", "completed")
+    assert (said, leaked_first, leaks()) == ("*** ?", [], [])
+    assert (root / "key.txt").read_text() == "key=none\n"
+    assert (root / "phases/d1/write/notes.md").read_text() == "sk-very-secret-123 ?\n"
+    command = "cat > phases/d1/write/notes.md <<'SPECOPS_EOF'\\n*** ?\\nSPECOPS_EOF"
+    assert command in json.loads(output.read_text())["jsonl"]  # the write, as saved: redacted
     assert os.environ["DEMO_API_KEY"] == "sk-very-secret-123"
 
 
@@ -213,8 +231,8 @@ def test_a_codex_delivery_runs_through_dagster_with_retries_and_token_metadata(
 
     root = agentic_root(tmp_path)
     assert specops(clean_env, root, "new", "agentic", "d1", "--request", "Notes.").returncode == 0
-    nodes = {"write": [[{"message": "forgot the file"}], [WRITE_NOTES, {"message": "written"}]],
-             "review": [[WRITE_REVIEW, {"message": "reviewed"}]]}
+    nodes = {"write": [{"literal": {"skip": ["notes.md"]}}, {"literal": {}}],
+             "review": [{"literal": {}}]}
     with replay(tmp_path, nodes) as server:
         env = {**clean_env, "SPECOPS_REPLAY_URL": server.url,
                "SPECOPS_CODEX_HOME": str(tmp_path / "codex-home")}
@@ -235,16 +253,18 @@ def test_a_codex_delivery_runs_through_dagster_with_retries_and_token_metadata(
         usage = state.get_step("write").usage[-1]
         assert meta["attempt"].value == 2
         assert meta["codex_thread_id"].value == usage.thread_id
-        assert meta["tokens"].value == {"input_tokens": 2000, "cached_input_tokens": 0,
-                                        "output_tokens": 400, "reasoning_output_tokens": 0}
+        # Each attempt: three model requests of 1000 input + 200 output tokens (the one that
+        # skipped notes.md still wrote the step record and the handoff).
+        assert meta["tokens"].value == {"input_tokens": 3000, "cached_input_tokens": 0,
+                                        "output_tokens": 600, "reasoning_output_tokens": 0}
         assert meta["prompt_chars"].value > 0
-        assert (meta["tokens_attempt"].value, meta["tokens_node"].value) == (2400, 3600)
-        assert meta["tokens_delivery"].value == 3600
+        assert (meta["tokens_attempt"].value, meta["tokens_node"].value) == (3600, 7200)
+        assert meta["tokens_delivery"].value == 7200
 
 
 def test_a_bad_codex_option_is_an_environment_error_not_a_retry(tmp_path: Path) -> None:
     store = new(agentic_root(tmp_path))
-    with replay(tmp_path, {"write": [[WRITE_NOTES, {"message": "ok"}]]}) as server:
+    with replay(tmp_path, {"write": [{"literal": {}}]}) as server:
         settings = AgentSettings(replay_url=server.url, codex_home=str(tmp_path / "h"),
                                  config=('sandbox_mode="sideways"',))
         outcome = run_step(store, "d1", "write", settings=settings)

@@ -67,16 +67,21 @@ def test_one_approval_never_carries_to_the_next_gate(diamond_root: Path) -> None
     assert run_step(store, "d1", "c").message == "awaiting approval: requirements"
 
 
-def test_a_rejection_keeps_the_nodes_blocked_with_the_note(diamond_root: Path) -> None:
+def test_a_rejection_sends_the_node_back_and_keeps_its_downstream_blocked_with_the_note(
+        diamond_root: Path) -> None:
     store = gated(diamond_root)
     gates.approve(store, "d1", "scope")
     run_step(store, "d1", "a")
     run_step(store, "d1", "b")
     gates.approve(store, "d1", "requirements", note="AC 3 is ambiguous", reject=True)
+    a = store.read("d1").get_step("a")
+    assert (a.status, a.feedback) == ("pending", "gate `requirements` rejected: AC 3 is ambiguous")
+    assert run_step(store, "d1", "b").message == "upstream not completed: `a` is `pending`"
+    assert run_step(store, "d1", "a").status == "completed"
+    assert run_step(store, "d1", "b").message == "rejected: requirements: AC 3 is ambiguous"
     step = store.read("d1").get_step("b")
     assert (step.status, step.blocked_reason) == ("blocked", "rejected: requirements: AC 3 is "
                                                   "ambiguous")
-    assert run_step(store, "d1", "b").message == "rejected: requirements: AC 3 is ambiguous"
 
 
 def test_a_changed_decision_is_a_revision_that_reopens_what_consumed_it(
@@ -90,12 +95,19 @@ def test_a_changed_decision_is_a_revision_that_reopens_what_consumed_it(
     decision = gates.approve(store, "d1", "requirements", note="wrong spec", reject=True)
     assert (decision.decision, decision.revision) == ("rejected", 1)
     state = store.read("d1")
-    assert statuses(store) == {"a": "completed", "b": "pending", "c": "pending", "d": "pending"}
+    assert statuses(store) == {"a": "pending", "b": "pending", "c": "pending", "d": "pending"}
     assert [a.decision for a in state.approvals if a.gate == "requirements"] == [
         "approved", "rejected"]  # history is kept, never rewritten
-    assert state.get_step("b").revisions[0].reason == ("decision on gate `requirements` changed "
-                                                       "to rejected: wrong spec")
+    assert state.get_step("b").revisions[0].reason == "gate `requirements` rejected: wrong spec"
+    assert run_step(store, "d1", "a").status == "completed"
     assert run_step(store, "d1", "b").message == "rejected: requirements: wrong spec"
+    gates.approve(store, "d1", "requirements", note="fixed")  # a changed decision again
+    assert [run_step(store, "d1", n).status for n in "bcd"] == ["completed"] * 3
+    gates.approve(store, "d1", "target-write", note="now it is not", reject=True)
+    assert statuses(store) == {"a": "completed", "b": "completed", "c": "pending",
+                               "d": "pending"}
+    assert store.read("d1").get_step("c").revisions[-1].reason == (
+        "decision on gate `target-write` changed to rejected: now it is not")
 
 
 def test_an_agent_raises_a_risk_gate_for_its_downstream(diamond_root: Path) -> None:

@@ -10,7 +10,7 @@ import git
 from specops_dag.state import Store
 from specops_dag.step import run_step
 
-from .agentic import WRITE_NOTES, replay, settings_for
+from .agentic import replay, settings_for, wrote
 from .test_codex import new
 from .test_recovery import agentic_git_harness
 
@@ -31,14 +31,14 @@ def tool_outputs(tmp_path: Path) -> list[str]:
 def test_destructive_commands_are_denied_and_the_repo_stays_intact(tmp_path: Path) -> None:
     root = agentic_git_harness(tmp_path)
     store = new(root)
-    nodes = {"write": [[{"shell": "git push --force origin HEAD"}, {"shell": "rm -rf .git"},
-                        {"shell": "bash -c 'git reset --hard HEAD~1'"}, WRITE_NOTES,
-                        {"message": "done"}]]}
-    with replay(tmp_path, nodes) as server:
+    dangerous = [{"shell": "git push --force origin HEAD"}, {"shell": "rm -rf .git"},
+                 {"shell": "bash -c 'git reset --hard HEAD~1'"}]
+    with replay(tmp_path, {"write": [{"literal": {"before": dangerous}}]}) as server:
         outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
-    assert outcome.status == "completed"
-    outputs = tool_outputs(tmp_path)
-    assert [BLOCKED in o for o in outputs] == [True, True, True, False]
+    assert (outcome.status, outcome.message) == ("completed",
+                                                 wrote("write", "notes.md", f"{root}/phases"))
+    outputs = tool_outputs(tmp_path)  # the three denials, then the literal read and write
+    assert [BLOCKED in o for o in outputs] == [True, True, True, False, False]
     worktree = root / ".specops/worktrees/d1"
     assert (worktree / ".git").exists() and (root / ".git").is_dir()
     assert git.Repo(root).head.commit.message == "initial"
@@ -53,13 +53,13 @@ def test_a_csharp_edit_without_its_test_file_is_denied_and_with_it_allowed(
         tmp_path: Path) -> None:
     root = agentic_git_harness(tmp_path)
     store = new(root)
-    nodes = {"write": [[{"apply_patch": PRODUCT}, {"apply_patch": TEST}, {"apply_patch": PRODUCT},
-                        WRITE_NOTES, {"message": "done"}]]}
-    with replay(tmp_path, nodes) as server:
+    patches = [{"apply_patch": PRODUCT}, {"apply_patch": TEST}, {"apply_patch": PRODUCT}]
+    with replay(tmp_path, {"write": [{"literal": {"before": patches}}]}) as server:
         outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
-    assert outcome.status == "completed"
-    outputs = tool_outputs(tmp_path)
-    assert [BLOCKED in o for o in outputs[:3]] == [True, False, False]
+    assert (outcome.status, outcome.message) == ("completed",
+                                                 wrote("write", "notes.md", f"{root}/phases"))
+    outputs = tool_outputs(tmp_path)  # the three patches, then the literal read and write
+    assert [BLOCKED in o for o in outputs] == [True, False, False, False, False]
     assert "src/Foo.cs" in outputs[0]
     worktree = root / ".specops/worktrees/d1"
     assert (worktree / "src/Foo.cs").is_file() and (worktree / "tests/FooTests.cs").is_file()
@@ -68,7 +68,7 @@ def test_a_csharp_edit_without_its_test_file_is_denied_and_with_it_allowed(
 def test_the_workflow_state_is_injected_on_each_prompt(tmp_path: Path) -> None:
     root = agentic_git_harness(tmp_path)
     store = new(root)
-    with replay(tmp_path, {"write": [[WRITE_NOTES, {"message": "done"}]]}) as server:
+    with replay(tmp_path, {"write": [{"literal": {}}]}) as server:
         assert run_step(store, "d1", "write",
                         settings=settings_for(server, tmp_path)).status == "completed"
     first = json.loads((tmp_path / "requests.jsonl").read_text().splitlines()[0])

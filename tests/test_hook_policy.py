@@ -422,7 +422,9 @@ def test_deep_nesting_is_denied_not_crashed(repo: Path) -> None:
         "checked; run the commands directly")
     assert check(repo, "$(" * 5000 + "rm -rf /") is not None
     assert check(repo, "sudo " * 100 + "rm -rf /") is not None
-    assert check(repo, "cat | " * 5000 + "sh") is None
+    assert check(repo, "cat | " * 5000 + "sh") == (
+        "`sh` runs shell commands the hook cannot see (piped from another command); write the "
+        "commands literally")
 
 
 def test_a_wrong_event_is_a_usage_error(capsys) -> None:

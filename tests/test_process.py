@@ -61,3 +61,41 @@ def test_a_missing_program_is_an_environment_error(tmp_path: Path) -> None:
     assert info.value.message == (f"`no-such-tool-xyz` not found (cwd {tmp_path}); install it "
                                   "or fix the command")
     assert info.value.exit_code == 3
+
+
+def test_a_busy_child_is_not_killed_as_idle_and_its_exit_code_is_kept(tmp_path: Path) -> None:
+    result = run_process([sys.executable, "-c", "import sys, time; print('start', flush=True); "
+                          "time.sleep(2.5); sys.exit(4)"], cwd=tmp_path, deadline_s=30,
+                         idle_timeout_s=0.5, busy=lambda: 0.0, busy_timeout_s=60)
+    assert (result.exit_code, result.idle_timed_out, result.busy_timed_out) == (4, False, False)
+    assert result.duration_s >= 2.5
+
+
+def test_the_idle_timer_restarts_when_the_child_stops_being_busy(tmp_path: Path) -> None:
+    flag = tmp_path / "busy"
+    child = ("import pathlib, sys, time; flag = pathlib.Path(sys.argv[1]); flag.touch(); "
+             "print('busy', flush=True); time.sleep(2); flag.unlink(); time.sleep(60)")
+    result = run_process([sys.executable, "-c", child, str(flag)], cwd=tmp_path, deadline_s=30,
+                         idle_timeout_s=1, busy=lambda: 0.0 if flag.exists() else None)
+    assert (result.idle_timed_out, result.timed_out, result.exit_code) == (True, False, None)
+    assert 3 <= result.duration_s < 10  # 2 s busy without output, then 1 s idle
+
+
+def test_a_busy_child_is_still_killed_at_the_wall_deadline(tmp_path: Path) -> None:
+    result = run_process([sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path,
+                         deadline_s=2, idle_timeout_s=0.5, busy=lambda: 0.0, busy_timeout_s=60)
+    assert (result.timed_out, result.idle_timed_out, result.busy_timed_out) == (True, False, False)
+    assert result.exit_code is None and result.duration_s < 10
+
+
+def test_a_child_busy_past_busy_timeout_s_is_killed_with_its_whole_tree(tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    started = time.monotonic()
+    result = run_process([sys.executable, "-c", SPAWNER, str(pid_file)], cwd=tmp_path,
+                         deadline_s=60, idle_timeout_s=0.5,
+                         busy=lambda: time.monotonic() - started, busy_timeout_s=1.5)
+    assert (result.busy_timed_out, result.idle_timed_out, result.timed_out) == (True, False, False)
+    assert (result.exit_code, result.ok, result.stopped) == (None, False, None)
+    assert result.duration_s < 10
+    grandchild = int(pid_file.read_text())
+    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"

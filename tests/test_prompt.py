@@ -59,6 +59,8 @@ def completed_write(root: Path, summary: str = "Wrote the notes.") -> None:
         step.handoff = {"notes": FileRef(path="phases/d1/write/notes.md",
                                          sha256=sha256_file(notes))}
         step.summary, step.completed_at = summary, now_iso()
+        handoff = root / "docs/phase/d1/handoff.md"
+        step.delivery_handoff = sha256_file(handoff) if handoff.is_file() else None
 
 
 def test_the_prompt_parts_come_in_the_seed_order(tmp_path: Path) -> None:
@@ -98,6 +100,8 @@ def test_the_current_step_names_paths_and_hashes_never_bodies(tmp_path: Path) ->
     assert current.text == (
         "# Current step: `review` (step 1 of delivery `d1`, phase `c-review`, attempt 1 of 3)\n"
         "\n"
+        f"Working directory: {root.resolve()}. Every path below is absolute or relative to it.\n"
+        "\n"
         "READ (in order):\n"
         f"1. phases/d1/write/notes.md (sha256 {notes_sha}) — input `notes`: `write` output "
         "`notes`, artifact `notes`\n"
@@ -113,6 +117,11 @@ def test_the_current_step_names_paths_and_hashes_never_bodies(tmp_path: Path) ->
         "- phases/d1/review/review.md (required)\n"
         "- docs/phase/d1/review.md (step record: what you did, commands, evidence)\n"
         "- docs/phase/d1/handoff.md (delivery handoff for the next step: paths and decisions)\n"
+        "\n"
+        "Node folder: phases/d1/review/ — your WRITE artifacts live there; put any other file "
+        "this step produces (TRX results, logs) under it too. An artifact path written short in "
+        "the TASK or a skill (such as `develop/changes.md`) is relative to a node folder: this "
+        "one for yours, and for an upstream node's the READ path that ends with it.\n"
         "\n"
         "REPORT: end with a final message of at most 1,000 characters that summarizes what you "
         "did and names the files you wrote.")

@@ -17,7 +17,7 @@ import psutil
 
 from specops_dag.state import Store
 
-from .agentic import AGENTIC, WRITE_NOTES, WRITE_REVIEW, replay
+from .agentic import AGENTIC, attempts, replay, wrote
 from .conftest import VENV_BIN, write_tree
 from .githarness import WHO, git_harness
 from .test_definitions import job_execute, specops
@@ -68,8 +68,8 @@ def test_a_run_killed_during_codex_resumes_the_interrupted_step_only(
     root = agentic_git_harness(tmp_path)
     assert specops(clean_env, root, "new", "agentic", "d1", "--request", "x").returncode == 0
     nodes = {"write": [[{"shell": "sleep 600", "sleep_s": 0}, {"hang": True}],
-                       [WRITE_NOTES, {"message": "written"}]],
-             "review": [[WRITE_REVIEW, {"message": "ok"}]]}
+                       {"literal": {}}],
+             "review": [{"literal": {}}]}
     with replay(tmp_path, nodes) as server:
         env = {**clean_env, "SPECOPS_REPLAY_URL": server.url,
                "SPECOPS_CODEX_HOME": str(tmp_path / "codex-home")}
@@ -85,6 +85,10 @@ def test_a_run_killed_during_codex_resumes_the_interrupted_step_only(
     state = Store(root).read("d1")
     assert [(s.name, s.status, s.attempts) for s in state.steps] == [
         ("write", "completed", 2), ("review", "completed", 1)]
+    phases = f"{root}/phases"
+    assert [s.summary for s in state.steps] == [wrote("write", "notes.md", phases),
+                                                wrote("review", "review.md", phases)]
+    assert [len(a) for a in attempts(tmp_path, "write")] == [2, 3]  # killed; read, write, done
 
 
 def test_a_run_killed_during_validation_resumes_within_the_budget(
@@ -95,8 +99,7 @@ def test_a_run_killed_during_validation_resumes_within_the_budget(
            "DOTNET_STANDIN_ANSWERS": str(STANDIN / "answers/hang-build.yaml")}
     assert specops(env, root, "new", "agentic", "d1", "--request", "x", "--validation",
                    "full").returncode == 0
-    nodes = {"write": [[WRITE_NOTES, {"message": "done"}], [{"message": "nothing new"}]],
-             "review": [[WRITE_REVIEW, {"message": "ok"}]]}
+    nodes = {"write": [{"literal": {}}, {"literal": {}}], "review": [{"literal": {}}]}
     with replay(tmp_path, nodes) as server:
         env.update(SPECOPS_REPLAY_URL=server.url,
                    SPECOPS_CODEX_HOME=str(tmp_path / "codex-home"))
@@ -111,6 +114,8 @@ def test_a_run_killed_during_validation_resumes_within_the_budget(
     assert [(s.name, s.status, s.attempts) for s in state.steps] == [
         ("write", "completed", 2), ("review", "completed", 1)]
     assert state.get_step("write").validation_report["stage"] == "test"
+    assert state.get_step("write").summary == wrote("write", "notes.md", f"{root}/phases")
+    assert [a[-1]["literal"]["action"] for a in attempts(tmp_path, "write")] == ["done", "done"]
 
 
 def test_a_run_killed_between_the_two_commits_leaves_valid_state_and_resumes(

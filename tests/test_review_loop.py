@@ -10,7 +10,7 @@ from specops_dag.delivery import new_delivery
 from specops_dag.state import Store
 from specops_dag.step import run_step
 
-from .agentic import WRITE_NOTES, agentic_root, replay, settings_for
+from .agentic import agentic_root, attempts, replay, requests, settings_for, wrote
 from .conftest import write_tree
 
 EVALUATOR = """kind: phase
@@ -46,16 +46,22 @@ def review_root(tmp_path: Path, max_rounds: int = 2) -> Store:
     return store
 
 
+# What the evaluator's READ and SKILLS name, as the literal agent read them before each verdict.
+EVALUATOR_READS = ["phases/d1/request.md", "phases/d1/write/notes.md", "phases/d1/write/validation/",
+                   "phases/d1/snapshot/skills/c-eval-skill/SKILL.md"]
+
+
 def verdict(v: str, complete: int, clear: int) -> dict:
-    return {"message": f"Done.\n<<<REVIEW\nVERDICT: {v}\nSCORE complete: {complete} — checked\n"
-                       f"SCORE clear: {clear} — read it\n>>>"}
+    """An evaluator attempt of the literal agent: it reads what READ names, then answers this."""
+    return {"literal": {"review": f"Done.\n<<<REVIEW\nVERDICT: {v}\nSCORE complete: {complete} "
+                                  f"— checked\nSCORE clear: {clear} — read it\n>>>"}}
 
 
 def test_a_block_then_a_pass_completes_in_round_two_with_the_review_as_feedback(
         tmp_path: Path) -> None:
     store = review_root(tmp_path)
-    nodes = {"write": [[WRITE_NOTES, {"message": "v1"}], [WRITE_NOTES, {"message": "v2"}]],
-             "write.review": [[verdict("BLOCK", 5, 7)], [verdict("PASS", 9, 7)]]}
+    nodes = {"write": [{"literal": {}}, {"literal": {}}],
+             "write.review": [verdict("BLOCK", 5, 7), verdict("PASS", 9, 7)]}
     with replay(tmp_path, nodes) as server:
         first = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
         second = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
@@ -68,17 +74,20 @@ def test_a_block_then_a_pass_completes_in_round_two_with_the_review_as_feedback(
     assert step.reviews[1]["scores"] == {"complete": 9, "clear": 7}
     report = store.root / "phases/d1/write/reviews/write-r1-report.md"
     assert report.read_text().startswith("VERDICT: BLOCK")
-    second_generator = [json.loads(line) for line in
-                        (tmp_path / "requests.jsonl").read_text().splitlines()
-                        if json.loads(line)["node"] == "write"][2]
+    second_generator = attempts(tmp_path, "write")[1][0]
     assert "review round 1 blocked" in json.dumps(second_generator["input"])
     assert second.review["verdict"] == "PASS"
+    assert step.summary == wrote("write", "notes.md")
+    evaluator = [[r["literal"] for r in a] for a in attempts(tmp_path, "write.review")]
+    assert evaluator == [[{"action": "read", "paths": EVALUATOR_READS},
+                          {"action": "review", "criteria": ["complete", "clear"],
+                           "verbatim": True}]] * 2  # each round read the generator's notes first
 
 
 def test_max_rounds_without_a_pass_is_an_error(tmp_path: Path) -> None:
     store = review_root(tmp_path, max_rounds=2)
-    nodes = {"write": [[WRITE_NOTES, {"message": "v1"}], [WRITE_NOTES, {"message": "v2"}]],
-             "write.review": [[verdict("BLOCK", 5, 7)], [verdict("BLOCK", 6, 7)]]}
+    nodes = {"write": [{"literal": {}}, {"literal": {}}],
+             "write.review": [verdict("BLOCK", 5, 7), verdict("BLOCK", 6, 7)]}
     with replay(tmp_path, nodes) as server:
         outcomes = [run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
                     for _ in range(2)]
@@ -90,8 +99,8 @@ def test_max_rounds_without_a_pass_is_an_error(tmp_path: Path) -> None:
 
 def test_a_malformed_report_is_a_block_with_a_clear_reason(tmp_path: Path) -> None:
     store = review_root(tmp_path)
-    nodes = {"write": [[WRITE_NOTES, {"message": "v1"}]],
-             "write.review": [[{"message": "Looks great to me!"}]]}
+    nodes = {"write": [{"literal": {}}],
+             "write.review": [{"literal": {"review": "Looks great to me!"}}]}
     with replay(tmp_path, nodes) as server:
         outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
     assert outcome.status == "failed"
@@ -105,14 +114,14 @@ def test_a_malformed_report_is_a_block_with_a_clear_reason(tmp_path: Path) -> No
 
 def test_an_evaluator_that_tries_to_write_is_stopped_by_the_sandbox(tmp_path: Path) -> None:
     store = review_root(tmp_path)
-    nodes = {"write": [[WRITE_NOTES, {"message": "v1"}]],
-             "write.review": [[{"shell": "echo pwned > hacked.txt"}, verdict("PASS", 9, 9)]]}
+    attempt = verdict("PASS", 9, 9)
+    attempt["literal"]["before"] = [{"shell": "echo pwned > hacked.txt"}]
+    nodes = {"write": [{"literal": {}}], "write.review": [attempt]}
     with replay(tmp_path, nodes) as server:
         outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
     assert outcome.status == "completed"
     assert not (store.root / "hacked.txt").exists()
-    log = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
-    after_write = [r for r in log if r["node"] == "write.review"][1]
+    after_write = [r for r in requests(tmp_path) if r["node"] == "write.review"][1]
     output = json.dumps(after_write["input"][-1])
     assert "Read-only file system" in output or "denied" in output.lower()
     review = store.read("d1").get_step("write").reviews[0]

@@ -14,7 +14,7 @@ from specops_dag.delivery import new_delivery
 from specops_dag.state import Store
 from specops_dag.step import run_step
 
-from .agentic import AGENTIC, WRITE_NOTES, replay, settings_for
+from .agentic import AGENTIC, replay, settings_for, wrote
 from .conftest import write_tree
 from .test_validation import FIXTURES, STANDIN
 
@@ -42,7 +42,7 @@ def test_a_failed_validation_cancels_success_and_feeds_the_next_attempt(
         tmp_path: Path, standin) -> None:
     standin("failing-test")
     store = fixture_harness(tmp_path, "failing-test")
-    nodes = {"write": [[WRITE_NOTES, {"message": "done"}], [WRITE_NOTES, {"message": "again"}]]}
+    nodes = {"write": [{"literal": {}}, {"literal": {}}]}
     with replay(tmp_path, nodes) as server:
         first = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
         second = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
@@ -61,9 +61,9 @@ def test_a_passing_validation_completes_the_step_with_its_report(tmp_path: Path,
                                                                   standin) -> None:
     standin("all-pass")
     store = fixture_harness(tmp_path, "all-pass")
-    with replay(tmp_path, {"write": [[WRITE_NOTES, {"message": "done"}]]}) as server:
+    with replay(tmp_path, {"write": [{"literal": {}}]}) as server:
         outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
-    assert outcome.status == "completed"
+    assert (outcome.status, outcome.message) == ("completed", wrote("write", "notes.md"))
     assert outcome.validation["stage"] == "test" and outcome.validation["passed"] is True
     assert (outcome.validation["total"], outcome.validation["passed_tests"]) == (2, 2)
 
@@ -71,7 +71,7 @@ def test_a_passing_validation_completes_the_step_with_its_report(tmp_path: Path,
 def test_a_missing_dotnet_blocks_the_step_with_the_install_hint_and_no_retry(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = fixture_harness(tmp_path, "all-pass")
-    with replay(tmp_path, {"write": [[WRITE_NOTES, {"message": "done"}]]}) as server:
+    with replay(tmp_path, {"write": [{"literal": {}}]}) as server:
         settings = settings_for(server, tmp_path)
         codex_dir = str(Path(__file__).resolve().parent.parent / "node_modules/.bin")
         monkeypatch.setenv("PATH", f"{codex_dir}:/usr/bin:/bin")
@@ -92,9 +92,7 @@ def test_the_materialization_carries_a_blocking_validation_check_with_the_report
     store = fixture_harness(tmp_path, "all-pass")
     with dg.DagsterInstance.get() as instance:
         instance.add_dynamic_partitions("delivery", ["d1"])
-    nodes = {"write": [[WRITE_NOTES, {"message": "done"}]],
-             "review": [[{"shell": 'echo ok > "$SPECOPS_NODE_DIR/review.md"'},
-                         {"message": "ok"}]]}
+    nodes = {"write": [{"literal": {}}], "review": [{"literal": {}}]}
     with replay(tmp_path, nodes) as server:
         env = {**clean_env, "SPECOPS_REPLAY_URL": server.url,
                "SPECOPS_CODEX_HOME": str(tmp_path / "codex-home"),

@@ -1,0 +1,109 @@
+"""The guard fails closed (issue #17, item 1): codex runs the product's hooks as
+`python -I <hook_guard.py> EVENT`, so nothing in the session's working directory can shadow their
+imports, and every internal failure of pre-tool-use is a deny, never a "hook failed"."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specops_dag import codex, hook, hook_guard
+
+PUSH = {"hook_event_name": "PreToolUse", "tool_name": "Bash",
+        "tool_input": {"command": "git push --force origin HEAD:refs/heads/x"}}
+
+
+def hook_command(event: str) -> str:
+    """The shell command codex runs for `event`, from the product's own `-c hooks.…` overrides."""
+    overrides = codex.hook_overrides()
+    name = {"pre-tool-use": "PreToolUse", "session-start": "SessionStart",
+            "user-prompt-submit": "UserPromptSubmit"}[event]
+    value = next(v for v in overrides if v.startswith(f"hooks.{name}="))
+    start = value.index("command=") + len("command=")
+    return json.loads(value[start:value.index(", timeout=")])
+
+
+def run_shell(command: str, cwd: Path, payload: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", command], cwd=cwd, input=json.dumps(payload | {
+        "cwd": str(cwd)}), capture_output=True, text=True, timeout=60)
+
+
+def test_the_hooks_run_isolated_from_an_absolute_script_path() -> None:
+    command = shlex.split(hook_command("pre-tool-use"))
+    assert command == [sys.executable, "-I", str(Path(hook_guard.__file__).resolve()),
+                       "pre-tool-use"]
+
+
+@pytest.mark.parametrize("shadow", ["json.py", "specops_dag/__init__.py", "sitecustomize.py"])
+def test_a_module_the_agent_writes_in_its_cwd_cannot_switch_the_guard_off(
+        tmp_path: Path, shadow: str) -> None:
+    (tmp_path / shadow).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / shadow).write_text("raise SystemExit(1)\n")
+    result = run_shell(hook_command("pre-tool-use"), tmp_path, PUSH)
+    assert result.returncode == 0, result.stderr
+    decision = json.loads(result.stdout)["hookSpecificOutput"]
+    assert decision["permissionDecision"] == "deny"
+    assert "force" in decision["permissionDecisionReason"]
+
+
+def test_a_hook_that_cannot_import_the_product_denies_the_call(tmp_path: Path) -> None:
+    guard = str(Path(hook_guard.__file__).resolve())
+    result = subprocess.run(["/usr/bin/python3", "-I", guard, "pre-tool-use"], cwd=tmp_path,
+                            input=json.dumps(PUSH), capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == ("specops hook pre-tool-use failed (ModuleNotFoundError: No module "
+                             "named 'specops_dag'); the call is denied, since specops denies "
+                             "what it cannot check\n")
+
+
+def test_a_state_hook_that_cannot_import_the_product_stays_silent(tmp_path: Path) -> None:
+    guard = str(Path(hook_guard.__file__).resolve())
+    result = subprocess.run(["/usr/bin/python3", "-I", guard, "user-prompt-submit"],
+                            cwd=tmp_path, input="{}", capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_an_exception_anywhere_in_pre_tool_use_is_a_deny(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture) -> None:
+    def broken(argv: list[str]) -> int:
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(hook, "main", broken)
+    assert hook_guard.run(["pre-tool-use"]) == 2
+    assert capsys.readouterr().err == ("specops hook pre-tool-use failed (MemoryError: no room); "
+                                       "the call is denied, since specops denies what it cannot "
+                                       "check\n")
+
+
+def test_a_check_that_runs_out_of_its_time_is_denied(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    from specops_dag import policy
+
+    def slow(command: str, repo: str, env: dict) -> None:
+        time.sleep(5)
+
+    monkeypatch.setattr(hook, "PRE_TOOL_BUDGET_S", 0.3)
+    monkeypatch.setattr(policy, "inspect", slow)
+    monkeypatch.setattr(sys, "stdin", type("In", (), {"buffer": type("B", (), {
+        "read": staticmethod(lambda: json.dumps(PUSH).encode())})()})())
+    started = time.monotonic()
+    assert hook.main(["pre-tool-use"]) == 0
+    assert time.monotonic() - started < 3
+    decision = json.loads(capsys.readouterr().out)["hookSpecificOutput"]
+    assert decision["permissionDecision"] == "deny"
+    assert decision["permissionDecisionReason"] == (
+        "specops hook pre-tool-use could not check this call (BudgetExceeded: the 0.3 s budget "
+        "of the hook ran out), so it is denied; retry with a simpler command")
+
+
+def test_codexs_timeout_of_each_hook_is_longer_than_the_hooks_own_deadline() -> None:
+    timeouts = {event: timeout for _, event, timeout in codex.HOOKS}
+    assert timeouts["pre-tool-use"] > hook.PRE_TOOL_BUDGET_S
+    assert timeouts["session-start"] > hook.BUDGET_S
+    assert timeouts["user-prompt-submit"] > hook.BUDGET_S
