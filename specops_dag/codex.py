@@ -72,19 +72,46 @@ def toml_string(value: str) -> str:
 
 
 HOOK_GUARD = Path(__file__).resolve().parent / "hook_guard.py"
+# Codex's name of the `-c` layer in hook trust keys, and its snake_case event labels
+# (codex-rs/hooks: `config_toml_source_path`, `hook_event_key_label`).
+SESSION_FLAGS_SOURCE = "/<session-flags>/config.toml"
+EVENT_LABELS = {"PreToolUse": "pre_tool_use", "SessionStart": "session_start",
+                "UserPromptSubmit": "user_prompt_submit"}
+
+
+def hook_trust_hash(event: str, command: str, matcher: str | None, timeout: int) -> str:
+    """What codex 0.171 stores as a hook's `trusted_hash`: sha256 of the canonical JSON of its
+    normalized definition (keys sorted, compact; `timeout` and `async` always present, the
+    matcher only for events that take one). A hash that does not match makes codex skip the
+    hook silently, so tests run every product hook end to end."""
+    import hashlib
+
+    handler = {"type": "command", "command": command, "timeout": max(1, timeout), "async": False}
+    identity: dict[str, object] = {"event_name": EVENT_LABELS[event], "hooks": [handler]}
+    if matcher is not None:
+        identity["matcher"] = matcher
+    blob = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 def hook_overrides(python: str = sys.executable) -> list[str]:
     """`-c hooks.<Event>=[...]` for the product's own hooks, run by this Python environment in
-    isolated mode from an absolute path (nothing in the session's cwd can shadow an import).
-    The executor vets these commands itself, hence `--dangerously-bypass-hook-trust`."""
-    out = []
+    isolated mode from an absolute path (nothing in the session's cwd can shadow an import),
+    and one `-c hooks.state={…}` that trusts exactly these definitions by hash. No trust bypass:
+    a repository's own `.codex/hooks.json` stays pending review, as with plain codex."""
+    out, state = [], []
     for event, arg, timeout in HOOKS:
-        command = toml_string(f"{shlex.quote(python)} -I {shlex.quote(str(HOOK_GUARD))} {arg}")
-        matcher = 'matcher=".*", ' if event == "PreToolUse" else ""
-        out += ["-c", f"hooks.{event}=[{{{matcher}hooks=[{{type=\"command\", "
-                      f"command={command}, timeout={timeout}}}]}}]"]
-    return out + ["--dangerously-bypass-hook-trust"]
+        command = f"{shlex.quote(python)} -I {shlex.quote(str(HOOK_GUARD))} {arg}"
+        matcher = ".*" if event == "PreToolUse" else None
+        shown = f"matcher={toml_string(matcher)}, " if matcher is not None else ""
+        out += ["-c", f"hooks.{event}=[{{{shown}hooks=[{{type=\"command\", "
+                      f"command={toml_string(command)}, timeout={timeout}}}]}}]"]
+        key = f"{SESSION_FLAGS_SOURCE}:{EVENT_LABELS[event]}:0:0"
+        state.append(f"{toml_string(key)}={{enabled=true, trusted_hash="
+                     f"{toml_string(hook_trust_hash(event, command, matcher, timeout))}}}")
+    # One table: a second `-c hooks.state=` would replace the first, and a dotted key would be
+    # split at the `.` of `config.toml`.
+    return out + ["-c", "hooks.state={" + ", ".join(state) + "}"]
 
 
 def codex_argv(codex_bin: str, *, sandbox: str, workdir: Path, last_message: Path,
@@ -94,8 +121,7 @@ def codex_argv(codex_bin: str, *, sandbox: str, workdir: Path, last_message: Pat
     The product sends AGENTS.md itself, so codex's own injection of it is off; network inside
     the sandbox only when the phase asks for it (`execution.network`)."""
     argv = [codex_bin, "exec", "--json", "-s", sandbox, "-C", str(workdir), "-o", str(last_message),
-            "--skip-git-repo-check",
-            "-c", f'shell_environment_policy.exclude=["*{SECRET_SUFFIX}"]',
+            "--skip-git-repo-check", *environment_policy(agent_excludes(settings)),
             "-c", "project_doc_max_bytes=0",
             "-c", "check_for_update_on_startup=false", *hook_overrides()]
     if network and sandbox == "workspace-write":
@@ -296,6 +322,11 @@ def environment_error(result: ProcessResult, thread_id: str | None,
 def user_codex_home(settings: AgentSettings, env: dict[str, str] | os._Environ[str]) -> Path:
     """The codex home whose config.toml the user's own codex runs read."""
     return Path(settings.codex_home or env.get("CODEX_HOME") or Path.home() / ".codex")
+
+
+def agent_excludes(settings: AgentSettings) -> list[str]:
+    """The excludes of the agent sessions these settings start (see `excluded_patterns`)."""
+    return excluded_patterns(user_codex_home(settings, os.environ))
 
 
 def user_excludes(codex_home: Path) -> list[str]:

@@ -15,7 +15,15 @@ from pathlib import Path
 
 from . import gitflow
 from .catalog import Catalog
-from .codex import AgentSettings, codex_argv, find_codex, redact, run_codex, secret_values
+from .codex import (
+    AgentSettings,
+    agent_excludes,
+    codex_argv,
+    find_codex,
+    redact,
+    run_codex,
+    secret_values,
+)
 from .delivery import workdir
 from .errors import ToolMissing
 from .process import run_process
@@ -98,7 +106,7 @@ def run_command_attempt(store: Store, state: Delivery, step: Step,
     argv = list(executor.argv or [])
     timeout = executor.timeout_s or DEFAULT_COMMAND_TIMEOUT_S
     result = run_process(argv, cwd=workdir(store, state), env=env, deadline_s=timeout)
-    secrets = secret_values(env)
+    secrets = secret_values(env, agent_excludes(AgentSettings.from_env()))
     write_json_atomic(node_dir(store, state.phase, step.name) / f"step{step.step}-output.json", {
         "attempt": step.attempts, "argv": argv, "exit_code": result.exit_code,
         "timed_out": result.timed_out, "duration_s": result.duration_s,
@@ -119,10 +127,11 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
     target = workdir(store, state)
     codex_bin = find_codex(settings, store.root)
     prompt = assemble_prompt(store.root, state, step, catalog, target)
-    (folder / "prompt.md").write_text(prompt.text, encoding="utf-8")
+    env = step_env(store, state, step)
+    secrets = secret_values(env, agent_excludes(settings))
+    (folder / "prompt.md").write_text(redact(prompt.text, secrets), encoding="utf-8")
     last = folder / "last-message.txt"
     last.unlink(missing_ok=True)  # codex leaves a stale -o file on a failed turn
-    env = step_env(store, state, step)
     preparation = prepare_dotnet(store, state, step, target, env) if step.attempts == 1 else None
     if preparation is not None and not preparation[0]:
         return AttemptResult(False, preparation[1], environment=True, preparation=preparation[1])
@@ -147,7 +156,7 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
                         command_timeout_s=execution.command_timeout_s,
                         stdout_path=Path(scratch) / "stdout.jsonl",
                         stderr_path=Path(scratch) / "stderr.txt")
-    secrets = secret_values(env)
+    last.unlink(missing_ok=True)  # codex wrote it unredacted; the output file keeps it redacted
     usage = Usage(attempt=step.attempts, thread_id=run.thread_id,
                   **{k: run.usage.get(k, 0) for k in ("input_tokens", "cached_input_tokens",
                                                       "output_tokens", "reasoning_output_tokens")})
@@ -227,14 +236,16 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     agents = repo / "AGENTS.md"
     prompt = (agents.read_text(encoding="utf-8") + "\n\n" if agents.is_file() else "") + text
     (folder / "reviews").mkdir(parents=True, exist_ok=True)
-    (folder / "reviews" / f"{step.name}-r{round_no}-prompt.md").write_text(prompt, "utf-8")
+    env = step_env(store, state, step)
+    secrets = secret_values(env, agent_excludes(settings))
+    (folder / "reviews" / f"{step.name}-r{round_no}-prompt.md").write_text(
+        redact(prompt, secrets), "utf-8")
     last = folder / "reviews" / "last-message.txt"
     last.unlink(missing_ok=True)
     argv = codex_argv(find_codex(settings, store.root), sandbox="read-only", workdir=repo,
                       last_message=last, settings=settings, delivery=state.phase,
                       node=f"{step.name}.review", idle_timeout_s=phase.execution.idle_timeout_s,
                       network=phase.execution.network)
-    env = step_env(store, state, step)
     if settings.replay_url:
         env["CODEX_HOME"] = settings.codex_home or str(store.root / ".specops" / "codex-home")
         Path(env["CODEX_HOME"]).mkdir(parents=True, exist_ok=True)
@@ -250,8 +261,9 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     home = Path(env.get("CODEX_HOME") or Path.home() / ".codex")
     denied = sandbox_denials(home, run.thread_id)
     changed = sorted(set(gitflow.product_changes(repo)) - set(before)) if state.worktree else []
-    report = save_report(folder, step.name, round_no, extract_review_block(run.last_message),
-                         run.last_message)
+    said = redact(run.last_message, secrets)
+    last.unlink(missing_ok=True)
+    report = save_report(folder, step.name, round_no, extract_review_block(said), said)
     review = read_review(report, phase.execution.criteria)
     rel = report.relative_to(store.root).as_posix()
     shown = agent_path(report, repo)

@@ -7,6 +7,7 @@ a write conflict to resolve by hand, never a silent reset.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +23,10 @@ BUILD_OUTPUTS = ("bin/", "obj/", "TestResults/", ".vs/")
 HARNESS_FILES = ("/.specops/", "/phases/", "/.dagster_home/")
 EXCLUDE_MARK = "# specops-dag: kept out of commits and `git status`"
 GIT_DEADLINE_S = 300
-# Files of phases/<d>/ that are scratch, not metadata worth a commit.
+# Files of phases/<d>/ that are scratch, not metadata worth a commit; the session transcripts
+# (`stepN-output.json`: every command's output) are kept there for debugging, never committed.
 SCRATCH = {".lock", ".run.lock", "runs", "validation", "last-message.txt"}
+TRANSCRIPT = re.compile(r"step\d+-output\.json")
 
 
 def _git():
@@ -172,8 +175,9 @@ def commit_metadata(worktree: Path, delivery_dir: Path, delivery: str, node: str
     repo = _git().Repo(worktree)
     dest = worktree / "phases" / delivery
     shutil.copytree(delivery_dir, dest, dirs_exist_ok=True,
-                    ignore=lambda folder, names: [n for n in names
-                                                  if n in SCRATCH or n.startswith(".attempt-")])
+                    ignore=lambda folder, names: [n for n in names if n in SCRATCH
+                                                  or n.startswith((".attempt-", ".review-"))
+                                                  or TRANSCRIPT.fullmatch(n)])
     paths = [f"phases/{delivery}"]
     if (worktree / "docs" / "phase" / delivery).exists():
         paths.append(f"docs/phase/{delivery}")

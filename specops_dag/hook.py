@@ -110,14 +110,40 @@ def _check(raw: bytes, env: dict[str, str]) -> str | None:
         return (f"tool_input.command is {type(command).__name__}, not a string; specops denies "
                 "calls it cannot check")
     cwd = payload.get("cwd")
-    repo = cwd if isinstance(cwd, str) and os.path.isabs(cwd) and os.path.isdir(cwd) \
+    here = cwd if isinstance(cwd, str) and os.path.isabs(cwd) and os.path.isdir(cwd) \
         else os.getcwd()
+    workdir = (tool_input or {}).get("workdir")
+    if isinstance(workdir, str) and workdir:  # the call's own folder, relative to the session's
+        here = os.path.normpath(os.path.join(here, workdir))
+    repo = repository_root(here, env)
     if payload.get("tool_name") == "apply_patch" or command.lstrip().startswith("*** Begin Patch"):
-        walk = policy.Walk(repo, env)
+        walk = policy.Walk(repo, env, here)
         walk.record_patch(command)
     else:
-        walk = policy.inspect(command, repo, env)
+        walk = policy.inspect(command, repo, env, here)
     return walk.reason or tdd_reason(walk, env)
+
+
+def repository_root(here: str, env: dict[str, str]) -> str:
+    """The root of the repository the call works in, whatever folder it runs from: the
+    delivery's target (the agent's working directory) when the call runs inside it, else the
+    nearest folder with a `.git` (a worktree has a `.git` file), else the call's own folder."""
+    target = (env.get("SPECOPS_TARGET") or "").rstrip("/")
+    if target and (here == target or here.startswith(target + "/")):
+        return target
+    folder = here
+    while not is_repository(folder):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return here
+        folder = parent
+    return folder
+
+
+def is_repository(folder: str) -> bool:
+    """A git work tree's root: a `.git` file (a worktree) or a `.git` folder with a HEAD."""
+    dot_git = os.path.join(folder, ".git")
+    return os.path.isfile(dot_git) or os.path.isfile(os.path.join(dot_git, "HEAD"))
 
 
 def tdd_reason(walk: Walk, env: dict[str, str]) -> str | None:
@@ -135,7 +161,8 @@ def tdd_reason(walk: Walk, env: dict[str, str]) -> str | None:
     except tdd.ConfigError as err:
         return err.message
     deleted = {p[len(repo):] for p in walk.deleted if p.startswith(repo)}
-    missing = tdd.missing_tests(edited, set(written), deleted, walk.repo, rules)
+    contents = {p[len(repo):]: walk.files.get(p) for p in walk.writes if p.startswith(repo)}
+    missing = tdd.missing_tests(edited, set(written), deleted, walk.repo, rules, contents)
     if not missing:
         return None
     more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""

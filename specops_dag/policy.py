@@ -109,9 +109,10 @@ def sql_reason(text: str) -> str | None:
     return None
 
 
-def inspect(command: str, repo: str, env: dict[str, str]) -> Walk:
-    """Walk a shell command run in `repo`; `walk.reason` names the first dangerous thing found."""
-    walk = Walk(repo, env)
+def inspect(command: str, repo: str, env: dict[str, str], cwd: str | None = None) -> Walk:
+    """Walk a shell command run in `cwd` (default: the root of `repo`); `walk.reason` names the
+    first dangerous thing found."""
+    walk = Walk(repo, env, cwd)
     if len(command) > MAX_COMMAND:
         walk.reason = (f"the command is {len(command):,} characters long, more than the "
                        f"{MAX_COMMAND:,} the hook checks; split it, or write file contents "
@@ -125,9 +126,10 @@ class Walk:
     """One walk over a command: the virtual cwd (after `cd`), shell variables, the files the
     command has written so far (path → text, for scripts it runs later) and every path written."""
 
-    def __init__(self, repo: str, env: dict[str, str]) -> None:
+    def __init__(self, repo: str, env: dict[str, str], cwd: str | None = None) -> None:
         self.env = {**env, "HOME": env.get("HOME") or os.path.expanduser("~")}
-        self.repo = self.cwd = normalize(repo)
+        self.repo = normalize(repo)
+        self.cwd = normalize(cwd or repo)  # where the tool call runs: the repo or a folder in it
         self.vars: dict[str, str] = {}
         self.loops: dict[str, list[str]] = {}  # `for` variable → the paths it takes
         self.files: dict[str, str] = {}

@@ -62,6 +62,7 @@ class Turn(Strict):
     # exec_command's own argument: how long codex waits for the command before it answers the
     # model with "Process running with session ID …" (codex's default is 10 s).
     yield_time_ms: int | None = Field(default=None, ge=0)
+    tty: bool = False  # exec_command's `tty`: an interactive session the model could type into
     sleep_s: float = Field(default=0.0, ge=0)
     usage: Usage = Usage()
 
@@ -275,7 +276,7 @@ class Handler(BaseHTTPRequestHandler):
             item = {"type": "function_call", "call_id": f"call_{n}", "name": "exec_command",
                     "arguments": json.dumps({"cmd": turn.shell, **(
                         {"yield_time_ms": turn.yield_time_ms} if turn.yield_time_ms is not None
-                        else {})})}
+                        else {}), **({"tty": True} if turn.tty else {})})}
         elif turn.apply_patch is not None and "apply_patch" in tools:
             item = {"type": "custom_tool_call", "call_id": f"call_{n}", "name": "apply_patch",
                     "input": turn.apply_patch}

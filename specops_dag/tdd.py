@@ -17,13 +17,23 @@ if TYPE_CHECKING:
 
 CONFIG = "workflow_defs/hooks.json"
 DEFAULT_PATTERNS = ("{stem}Tests.cs", "{stem}Test.cs")
-DEFAULT_ROOTS = ("tests",)
+DEFAULT_ROOTS = ("tests", "test")
 KEYS = {"testPatterns", "testRoots", "exclude", "generated"}
 # Build outputs, VCS and package folders, and fixtures are neither product code nor test evidence.
 SKIP_DIRS = {"bin", "obj", ".git", ".vs", "node_modules", ".nuget", "fixtures"}
 TEST_DIRS = {"tests", "test"}
 TEST_PROJECT = re.compile(r"(?i).+[._-](?:unit|integration|functional|acceptance|e2e)?tests?")
 PATCH_LINE = re.compile(r"\*\*\* (Add File|Update File|Delete File|Move to): (.+)")
+# What makes C# text hold behaviour, once comments, strings and attributes are gone: a body
+# (`) {`, an accessor with a body, `=>`), a statement keyword, a class or struct (which may hold
+# either). Interfaces, enums, positional records and member signatures hold none.
+DECLARATION = re.compile(r"\b(?:interface|enum|record)\s+[A-Za-z_]\w*")
+COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+STRINGS = re.compile(r"@?\$?\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])'")
+ATTRIBUTES = re.compile(r"^\s*\[[^\]]*\]", re.M)
+BEHAVIOUR = re.compile(r"=>|\)\s*\{|\b(?:get|set|init|add|remove)\s*\{|\b(?:return|if|else|for|"
+                       r"foreach|while|do|switch|case|new|throw|try|await|yield|class|struct|"
+                       r"operator|delegate|event)\b")
 
 
 class ConfigError(UsageError):
@@ -211,19 +221,50 @@ class Candidates:
         return not any(p in SKIP_DIRS for p in folders) and not _under(rel, self.rules.generated)
 
 
+def holds_behaviour(text: str | None) -> bool:
+    """Whether C# text (a new file, or the lines a change adds) may hold logic. Only text that
+    declares an interface, an enum or a record and holds nothing that runs is free of it;
+    unknown text (an edit the hook cannot read) is not."""
+    if text is None:
+        return True
+    code = ATTRIBUTES.sub("", STRINGS.sub('""', COMMENTS.sub("", text)))
+    return not DECLARATION.search(code) or bool(BEHAVIOUR.search(code))
+
+
+def test_folders(repo: str, folder: str, rules: Rules) -> list[str]:
+    """Where a product file's tests may live: the roots (`tdd.testRoots`, default `tests/` and
+    `test/`), `tests/`/`test/` beside the file, the file's own folder (flat layouts), and every
+    test project
+    (`X.Tests`, `X.UnitTests` …) next to the file or one of its parents."""
+    where = [*rules.roots, *(posixpath.join(folder, t) for t in ("tests", "test")), folder]
+    parts = folder.split("/") if folder else []
+    for depth in range(len(parts), -1, -1):
+        parent = "/".join(parts[:depth])
+        try:
+            names = sorted(os.listdir(os.path.join(repo, parent)))
+        except OSError:
+            continue
+        where += [posixpath.join(parent, n) for n in names if n.lower() not in SKIP_DIRS
+                  and TEST_PROJECT.fullmatch(n)
+                  and os.path.isdir(os.path.join(repo, parent, n))]
+    return list(dict.fromkeys(w for w in where if w or not folder))
+
+
 def missing_tests(edited: list[str], created: set[str], deleted: set[str], repo: str,
-                  rules: Rules) -> list[str]:
-    """One line per edited C# product file that has no matching test file, in edit order."""
+                  rules: Rules, contents: dict[str, str | None] | None = None) -> list[str]:
+    """One line per edited C# product file that has no matching test file, in edit order.
+    A file whose text holds no behaviour (an interface, an enum, a positional record, member
+    signatures) needs none: there is nothing in it a test could prove."""
     tests = Candidates(repo, rules, created, deleted)
+    contents = contents or {}
     out = []
     for rel in dict.fromkeys(edited):
-        if not is_product(rel, rules):
+        if not is_product(rel, rules) or not holds_behaviour(contents.get(rel)):
             continue
         folder, _, name = rel.rpartition("/")
         stems = dict.fromkeys([name[:-3], name[:-3].split(".")[0]])
         names = [p.replace("{stem}", s) for s in stems for p in rules.patterns]
-        beside = [posixpath.join(folder, t) for t in ("tests", "test")]
-        where = list(dict.fromkeys([*rules.roots, *beside]))
+        where = test_folders(repo, folder, rules)
         if not any(set(names) & tests.under(f) for f in where):
             out.append(f"{rel} (looked for {' or '.join(names)} under "
                        f"{', '.join(w + '/' for w in where)})")

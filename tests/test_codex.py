@@ -11,7 +11,13 @@ import pytest
 
 from specops_dag import hook_guard
 from specops_dag.catalog import definition_roots, load_catalog
-from specops_dag.codex import AgentSettings, codex_argv, find_codex, hook_overrides
+from specops_dag.codex import (
+    AgentSettings,
+    codex_argv,
+    find_codex,
+    hook_overrides,
+    hook_trust_hash,
+)
 from specops_dag.delivery import new_delivery
 from specops_dag.errors import ToolMissing
 from specops_dag.reading import sha256_file
@@ -34,14 +40,17 @@ def user_text(request: dict) -> str:
 
 
 def test_codex_argv_is_the_documented_command_line(tmp_path: Path) -> None:
-    settings = AgentSettings(replay_url="http://127.0.0.1:9", config=("model_reasoning_effort=\"low\"",))
+    settings = AgentSettings(replay_url="http://127.0.0.1:9", codex_home=str(tmp_path / "home"),
+                             config=("model_reasoning_effort=\"low\"",))
     argv = codex_argv("/bin/codex", sandbox="workspace-write", workdir=tmp_path,
                       last_message=tmp_path / "last.txt", settings=settings, delivery="d1",
                       node="develop", idle_timeout_s=600)
     assert argv == [
         "/bin/codex", "exec", "--json", "-s", "workspace-write", "-C", str(tmp_path),
         "-o", str(tmp_path / "last.txt"), "--skip-git-repo-check",
-        "-c", 'shell_environment_policy.exclude=["*_API_KEY"]', "-c", "project_doc_max_bytes=0",
+        "-c", 'shell_environment_policy.exclude=["*KEY*", "*SECRET*", "*TOKEN*", "*_API_KEY"]',
+        "-c", "shell_environment_policy.ignore_default_excludes=false",
+        "-c", "project_doc_max_bytes=0",
         "-c", "check_for_update_on_startup=false", *hook_overrides(), "--ignore-user-config",
         "-c", "model_provider=specops_replay",
         "-c", 'model_providers.specops_replay={name="specops replay", base_url='
@@ -50,8 +59,15 @@ def test_codex_argv_is_the_documented_command_line(tmp_path: Path) -> None:
         "-m", "gpt-5.5", "-c", 'model_reasoning_effort="low"', "-"]
 
 
-def test_the_product_hooks_run_from_this_python_isolated_with_the_trust_bypass() -> None:
+def test_the_product_hooks_run_from_this_python_isolated_and_only_they_are_trusted() -> None:
     guard = f"{sys.executable} -I {Path(hook_guard.__file__).resolve()}"
+    state = ", ".join(
+        f'"/<session-flags>/config.toml:{label}:0:0"={{enabled=true, trusted_hash='
+        f'"{hook_trust_hash(event, f"{guard} {arg}", matcher, timeout)}"}}'
+        for event, label, arg, matcher, timeout in (
+            ("PreToolUse", "pre_tool_use", "pre-tool-use", ".*", 30),
+            ("SessionStart", "session_start", "session-start", None, 5),
+            ("UserPromptSubmit", "user_prompt_submit", "user-prompt-submit", None, 5)))
     assert hook_overrides() == [
         "-c", 'hooks.PreToolUse=[{matcher=".*", hooks=[{type="command", command="'
               f'{guard} pre-tool-use", timeout=30}}]}}]',
@@ -59,7 +75,23 @@ def test_the_product_hooks_run_from_this_python_isolated_with_the_trust_bypass()
               f'{guard} session-start", timeout=5}}]}}]',
         "-c", 'hooks.UserPromptSubmit=[{hooks=[{type="command", command="'
               f'{guard} user-prompt-submit", timeout=5}}]}}]',
-        "--dangerously-bypass-hook-trust"]
+        "-c", f"hooks.state={{{state}}}"]
+    assert "--dangerously-bypass-hook-trust" not in codex_argv(
+        "codex", sandbox="workspace-write", workdir=Path("/w"), last_message=Path("/w/l"),
+        settings=AgentSettings(), delivery="d1", node="n", idle_timeout_s=60)
+
+
+def test_the_trust_hash_is_codexs_sha256_of_the_canonical_hook_definition() -> None:
+    # codex 0.171 hashes {event_name, hooks: [handler], matcher?} as sorted compact JSON
+    blob = ('{"event_name":"pre_tool_use","hooks":[{"async":false,"command":"/x/py -I g.py '
+            'pre-tool-use","timeout":30,"type":"command"}],"matcher":".*"}')
+    import hashlib
+
+    assert hook_trust_hash("PreToolUse", "/x/py -I g.py pre-tool-use", ".*", 30) == (
+        "sha256:" + hashlib.sha256(blob.encode()).hexdigest())
+    assert hook_trust_hash("SessionStart", "c", None, 0).endswith(hashlib.sha256(
+        b'{"event_name":"session_start","hooks":[{"async":false,"command":"c","timeout":1,'
+        b'"type":"command"}]}').hexdigest())
 
 
 def test_an_agent_that_writes_its_artifact_completes_with_registered_handoffs(

@@ -85,7 +85,7 @@ def test_a_check_that_runs_out_of_its_time_is_denied(monkeypatch: pytest.MonkeyP
                                                      capsys: pytest.CaptureFixture) -> None:
     from specops_dag import policy
 
-    def slow(command: str, repo: str, env: dict) -> None:
+    def slow(command: str, repo: str, env: dict, cwd: str | None = None) -> None:
         time.sleep(5)
 
     monkeypatch.setattr(hook, "PRE_TOOL_BUDGET_S", 0.3)
@@ -107,3 +107,83 @@ def test_codexs_timeout_of_each_hook_is_longer_than_the_hooks_own_deadline() -> 
     assert timeouts["pre-tool-use"] > hook.PRE_TOOL_BUDGET_S
     assert timeouts["session-start"] > hook.BUDGET_S
     assert timeouts["user-prompt-submit"] > hook.BUDGET_S
+
+
+def origin_world(tmp_path: Path) -> tuple[Path, Path]:
+    """The agentic workflow in a git harness root with a local bare `origin` (under /tmp, a
+    writable root of the sandbox: a push the hook allows would land)."""
+    import git
+
+    from .test_agent_world import world
+
+    root, _ = world(tmp_path, "harness root is the git target")
+    origin = tmp_path / "origin.git"
+    git.Repo.init(origin, bare=True)
+    git.Repo(root).create_remote("origin", str(origin))
+    git.Repo(root).git.push("origin", "main")
+    return root, origin
+
+
+def origin_refs(origin: Path) -> list[str]:
+    import git
+
+    return sorted(r.path for r in git.Repo(origin).refs)
+
+
+ATTACKS = [
+    {"shell": "printf 'raise SystemExit(1)\\n' > json.py && mkdir -p specops_dag && "
+              "printf 'raise SystemExit(1)\\n' > specops_dag/__init__.py"},
+    {"shell": "git push --force origin HEAD:refs/heads/forced-1"},
+    {"shell": "$(echo git) push --force origin HEAD:refs/heads/forced-2"},
+    {"shell": "G=git; eval \"$G push --force origin HEAD:refs/heads/forced-3\""},
+    {"shell": "bash", "tty": True},
+    {"shell": "echo git push --force origin HEAD:refs/heads/forced-4 | bash"},
+]
+
+
+def test_no_forced_ref_lands_on_origin_whatever_the_agent_writes_or_runs(
+        tmp_path: Path) -> None:
+    from specops_dag.step import run_step
+
+    from .agentic import replay, settings_for
+    from .test_agent_world import create
+
+    root, origin = origin_world(tmp_path)
+    store = create(root, None)
+    nodes = {"write": [[*ATTACKS, {"message": "done"}]]}
+    with replay(tmp_path, nodes) as server:
+        run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert origin_refs(origin) == ["refs/heads/main"]
+    outputs = [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
+    answers = [item.get("output", "") for item in outputs[-1]["input"]  # the whole thread
+               if item.get("type") == "function_call_output"]
+    blocked = [a for a in answers if "Command blocked by PreToolUse hook" in a]
+    assert len(blocked) == 5, answers  # every attack but writing the shadowing modules
+    assert (root / ".specops/worktrees/d1/json.py").is_file()
+
+
+def test_a_target_repositorys_own_codex_hooks_never_run(tmp_path: Path) -> None:
+    import git
+
+    from specops_dag.step import run_step
+
+    from .agentic import replay, settings_for
+    from .test_agent_world import create, world
+
+    marker = tmp_path / "repo-hook-ran"
+    root, _ = world(tmp_path, "harness root is the git target")
+    hooks = {"hooks": {event: [{"hooks": [{"type": "command", "command": f"touch {marker}",
+                                           "timeout": 5}]}]
+                       for event in ("PreToolUse", "SessionStart", "UserPromptSubmit")}}
+    (root / ".codex").mkdir()
+    (root / ".codex/hooks.json").write_text(json.dumps(hooks))
+    repo = git.Repo(root)
+    repo.git.add(A=True)
+    repo.index.commit("a repo hook")
+    store = create(root, None)
+    with replay(tmp_path, {"*": [{"literal": {}}]}) as server:
+        settings = settings_for(server, tmp_path)
+        assert [run_step(store, "d1", n, settings=settings).status
+                for n in ("write", "review")] == ["completed", "completed"]
+    assert (root / ".specops/worktrees/d1/.codex/hooks.json").is_file()  # the worktree has it
+    assert not marker.exists()

@@ -62,7 +62,7 @@ def missing(root: Path, rel: str, looked: str, where: str) -> str:
 
 def test_a_product_edit_without_a_test_file_is_denied_with_where_it_looked(repo: Path) -> None:
     assert decide(repo, edit("src/Orders/OrderService.cs")) == missing(
-        repo, "src/Orders/OrderService.cs", PATTERNS, "tests/, src/Orders/tests/, src/Orders/test/")
+        repo, "src/Orders/OrderService.cs", PATTERNS, "tests/, test/, src/Orders/tests/, src/Orders/test/, src/Orders/")
 
 
 @pytest.mark.parametrize("test_file", [
@@ -78,8 +78,8 @@ def test_a_matching_test_file_in_a_seed_location_allows_the_edit(repo: Path,
 @pytest.mark.parametrize("test_file", [
     "tests/fixtures/OrderServiceTests.cs", "tests/Orders.Tests/bin/Debug/OrderServiceTests.cs",
     "tests/Orders.Tests/obj/OrderServiceTests.cs", "other/OrderServiceTests.cs",
-    "tests/OrderServiceSpec.cs", "src/Orders/OrderServiceTests.cs",
-], ids=["fixtures", "bin", "obj", "not a test root", "other name", "beside but not in tests/"])
+    "tests/OrderServiceSpec.cs",
+], ids=["fixtures", "bin", "obj", "not a test root", "other name"])
 def test_build_outputs_fixtures_and_other_places_are_no_evidence(repo: Path,
                                                                   test_file: str) -> None:
     put(repo, test_file)
@@ -94,7 +94,7 @@ def test_program_and_designer_files_get_no_exemption_by_name(repo: Path, rel: st
                                        for p in tdd.DEFAULT_PATTERNS))
     folder = str(Path(rel).parent)
     assert decide(repo, patch(f"*** Add File: {rel}", "+class P {}")) == missing(
-        repo, rel, looked, f"tests/, {folder}/tests/, {folder}/test/")
+        repo, rel, looked, f"tests/, test/, {folder}/tests/, {folder}/test/, {folder}/")
 
 
 def test_a_partial_class_file_matches_the_test_of_its_type(repo: Path) -> None:
@@ -133,7 +133,7 @@ def test_a_moved_file_is_checked_under_its_new_name(repo: Path) -> None:
                  "@@", "-a", "+b")
     assert decide(repo, text) == missing(repo, "src/Orders/Orders.cs",
                                          "OrdersTests.cs or OrdersTest.cs",
-                                         "tests/, src/Orders/tests/, src/Orders/test/")
+                                         "tests/, test/, src/Orders/tests/, src/Orders/test/, src/Orders/")
 
 
 def test_deleting_a_product_file_needs_no_test(repo: Path) -> None:
@@ -157,14 +157,14 @@ def test_deleting_a_product_file_needs_no_test(repo: Path) -> None:
 def test_shell_writes_to_product_files_are_checked(repo: Path, command: str) -> None:
     assert decide(repo, command, tool="Bash") == missing(
         repo, "src/Orders/Cart.cs", "CartTests.cs or CartTest.cs",
-        "tests/, src/Orders/tests/, src/Orders/test/")
+        "tests/, test/, src/Orders/tests/, src/Orders/test/, src/Orders/")
 
 
 def test_a_glob_or_loop_over_files_checks_each_file_it_matches(repo: Path) -> None:
     put(repo, "tests/OrderServiceTests.cs")
     assert decide(repo, "sed -i 's/a/b/' src/Orders/*.cs", tool="Bash") == missing(
         repo, "src/Orders/Program.cs", "ProgramTests.cs or ProgramTest.cs",
-        "tests/, src/Orders/tests/, src/Orders/test/")
+        "tests/, test/, src/Orders/tests/, src/Orders/test/, src/Orders/")
     put(repo, "tests/ProgramTests.cs")
     assert decide(repo, 'for f in src/Orders/*.cs; do sed -i s/a/b/ "$f"; done', tool="Bash") \
         is None
@@ -195,7 +195,7 @@ def test_configured_patterns_roots_excludes_and_generated_paths_are_used(repo: P
     assert decide(repo, edit("src/Orders/Program.cs")) is None
     assert decide(repo, patch("*** Add File: src/Generated/Api.cs", "+x")) is None
     assert decide(repo, patch("*** Add File: src/Orders/Cart.cs", "+x")) == missing(
-        repo, "src/Orders/Cart.cs", "CartSpecs.cs", "spec/, src/Orders/tests/, src/Orders/test/")
+        repo, "src/Orders/Cart.cs", "CartSpecs.cs", "spec/, src/Orders/tests/, src/Orders/test/, src/Orders/")
 
 
 def test_the_rules_come_from_the_harness_root_when_it_is_not_the_repo(repo: Path,
@@ -210,7 +210,7 @@ def test_the_rules_come_from_the_harness_root_when_it_is_not_the_repo(repo: Path
 def test_without_a_config_the_seed_defaults_apply(repo: Path) -> None:
     rules = tdd.load_rules(str(repo))
     assert (rules.patterns, rules.roots, rules.exclude, rules.generated) == (
-        ("{stem}Tests.cs", "{stem}Test.cs"), ("tests",), {}, ())
+        ("{stem}Tests.cs", "{stem}Test.cs"), ("tests", "test"), {}, ())
 
 
 BAD_CONFIGS = {
