@@ -13,12 +13,16 @@ if TYPE_CHECKING:
     from .state import Delivery, Step
 
 
-def budget_spent(state: Delivery, step: Step, phase_tokens: int | None) -> str | None:
-    """Why no further call may be made for `step`, or None while both budgets last."""
-    used = step_tokens(step)
+def budget_spent(state: Delivery, step: Step, phase_tokens: int | None,
+                 phase: str | None = None, role: str = "generator") -> str | None:
+    """Why no further call may be made for `step` (its generator, or with `role="evaluator"`
+    its review rounds under the evaluator `phase`'s budget), or None while both budgets last.
+    Budgets count uncached input plus output tokens."""
+    used = step_tokens(step, role)
     if phase_tokens is not None and used >= phase_tokens:
-        return (f"budget: step `{step.name}` used {used} of its {phase_tokens} tokens (phase "
-                f"`{step.phase}` budget.tokens); no further codex call is made")
+        whose = "" if role == "generator" else "the review rounds of "
+        return (f"budget: {whose}step `{step.name}` used {used} of its {phase_tokens} tokens "
+                f"(phase `{phase or step.phase}` budget.tokens); no further codex call is made")
     total = delivery_tokens(state)
     if state.budget_tokens is not None and total >= state.budget_tokens:
         return (f"budget: delivery `{state.phase}` used {total} of its {state.budget_tokens} "

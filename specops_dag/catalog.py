@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from . import fastyaml
 from .definition import ID_PATTERN, Node, Phase, SkillGraph, Workflow
 from .errors import DefinitionError
+from .prompt import MAX_ATTEMPTS
 from .reading import BUILTIN_DEFS, BUILTIN_PREFIX
 
 K = TypeVar("K", bound=Hashable)
@@ -164,12 +165,18 @@ class _Loader:
                     self.sources.setdefault(("skill-graph", "graph"), src)
 
     def read_yaml(self, src: SourceFile) -> object | None:
-        try:
-            text = src.path.read_text(encoding="utf-8")
+        try:  # bounded: file size, nesting depth, nodes after alias expansion (fastyaml's caps)
+            text = fastyaml.read_text(src.path)
             try:
                 data = fastyaml.safe_load(text)
             except yaml.YAMLError:  # re-read with the pure loader: its messages name the fix
-                data = yaml.safe_load(text)
+                data = fastyaml.safe_load(text, yaml.SafeLoader)
+        except fastyaml.LimitError as err:
+            self.problems.append(f"{src.display}: (file): {err}")
+            return None
+        except RecursionError:  # not expected past the depth cap; never a traceback
+            self.problems.append(f"{src.display}: (file): {fastyaml.TooDeep()}")
+            return None
         except UnicodeDecodeError:
             self.problems.append(f"{src.display}: not UTF-8 text; save the file as UTF-8")
             return None
@@ -343,6 +350,10 @@ class _Loader:
                 if rp is None or rp.execution.executor.kind != "evaluator":
                     p.append(f"{d}: nodes[{i}].review.phase: `{node.review.phase}` is not an "
                              "evaluator phase; name a phase with `executor: {kind: evaluator}`")
+                if node.review.max_rounds > MAX_ATTEMPTS:  # a round is one of the step's calls
+                    p.append(f"{d}: nodes[{i}].review.max_rounds: {node.review.max_rounds} rounds "
+                             f"cannot run: each round is one of the step's {MAX_ATTEMPTS} agent "
+                             f"calls; use max_rounds ≤ {MAX_ATTEMPTS}")
         cycle = find_cycle({n.id: n.needs for n in wf.nodes})
         if cycle:
             p.append(f"{d}: nodes: cycle {' -> '.join(cycle)}; remove one of these needs")

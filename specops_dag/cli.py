@@ -232,9 +232,18 @@ def run(ctx, delivery: str, executor: str, timeout_s: float, dry: bool, push: bo
         click.echo(render_dry_run(store_of(ctx), delivery, None, False))
         return
     code = run_delivery(ctx.obj, delivery, executor, timeout_s)
-    if push and code == 0:
+    state = store_of(ctx).read(delivery)
+    finished = all(s.status == "completed" for s in state.steps)
+    if push and (code == 0 or finished):  # push_delivery refuses while a risk is open
         summary = ops.push_delivery(store_of(ctx), delivery)
         click.echo(f"pushed feat-{delivery} to origin ({summary})")
+    elif finished and code == 3:
+        from .reading import open_risks
+
+        paths = ", ".join(r.path for r in open_risks(state))
+        click.echo(f"blocked: every step is completed, but a risk is open ({paths}); decide it "
+                   f"with `specops approve {delivery} risk --note ...` (or `--reject --note "
+                   "...`)", err=True)
     sys.exit(code)
 
 

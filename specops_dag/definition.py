@@ -56,7 +56,7 @@ class Gates(Strict):
 
 class Review(Strict):
     phase: Ident
-    max_rounds: int = Field(default=3, ge=1, le=10)
+    max_rounds: int = Field(default=3, ge=1)  # ≤ the step's 3 calls: checked at load (catalog)
 
 
 class Node(Strict):

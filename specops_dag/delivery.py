@@ -20,6 +20,7 @@ from .errors import BlockedError, DefinitionError, StateError, UsageError, Write
 from .reading import (
     delivery_id_problem,
     gate_open,
+    open_risks,
     owner_alive,
     sha256_file,
     target_of,
@@ -277,20 +278,53 @@ def resume(store: Store, delivery: str, node: str) -> Step:
 
 
 def push_delivery(store: Store, delivery: str) -> str:
-    """Push feat-<delivery> to origin once every step is completed and external-write approved."""
-    state = store.read(delivery)
+    """Push feat-<delivery> to origin once every step is completed, no risk is open and an
+    unused external-write approval allows it. The push uses that approval up (`used_at`,
+    `used_by`), claimed under the lock before pushing and given back if the push fails, so the
+    next push needs an approval of its own."""
+    with store.transaction(delivery) as state:
+        check_pushable(state)
+        index = max(i for i, a in enumerate(state.approvals) if a.gate == "external-write")
+        approval = state.approvals[index]
+        from . import gitflow  # GitPython only when pushing: `specops status` stays fast
+
+        worktree = workdir(store, state)
+        approval.used_at = now_iso()
+        approval.used_by = f"push {state.branch} {gitflow.head(worktree)}"
+    try:
+        summary = gitflow.push(worktree, delivery)
+    except gitflow.GitError:
+        with store.transaction(delivery) as fresh:  # git pushed nothing: the approval stands
+            fresh.approvals[index].used_at = fresh.approvals[index].used_by = None
+        raise
+    with store.transaction(delivery) as fresh:
+        fresh.log("pushed", detail=f"{state.branch} to origin: {summary}; used the "
+                  f"external-write approval of {approval.at}")
+    return summary
+
+
+def check_pushable(state: Delivery) -> None:
+    """Why `specops run D --push` must not push now (a BlockedError), in the order to fix it."""
+    delivery = state.phase
+    risks = open_risks(state)
+    if risks:
+        files = ", ".join(f"{r.path} (raised by `{r.node}`)" for r in risks)
+        raise BlockedError(f"not pushed: open risk: {files}; decide it with `specops approve "
+                           f"{delivery} risk --note ...` (or `--reject --note ...`), then "
+                           f"`specops run {delivery} --push`")
     if state.status != "completed":
         raise BlockedError(f"not pushed: delivery `{delivery}` is `{state.status}`; push happens "
                            "after the last step completes")
+    decisions = [a for a in state.approvals if a.gate == "external-write"]
+    if decisions and decisions[-1].decision == "approved" and decisions[-1].used_at:
+        raise BlockedError(f"not pushed: the external-write approval of {decisions[-1].at} was "
+                           f"used by the push at {decisions[-1].used_at} "
+                           f"({decisions[-1].used_by}); each push needs its own approval: "
+                           f"approve with `specops approve {delivery} external-write --note ...`, "
+                           f"then `specops run {delivery} --push`")
     if not gate_open(state, "external-write"):
         raise BlockedError(f"not pushed: awaiting approval: external-write; approve with "
                            f"`specops approve {delivery} external-write --note ...`, then "
                            f"`specops run {delivery} --push`")
     if not state.worktree:
         raise UsageError(f"not pushed: the target of `{delivery}` is not a git repository")
-    from . import gitflow  # GitPython only when pushing: `specops status` stays fast
-
-    summary = gitflow.push(workdir(store, state), delivery)
-    with store.transaction(delivery) as fresh:
-        fresh.log("pushed", detail=f"{state.branch} to origin: {summary}")
-    return summary

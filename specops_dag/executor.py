@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import gitflow
+from .budget import budget_spent
 from .catalog import Catalog
 from .codex import (
     AgentSettings,
@@ -37,6 +38,7 @@ from .prompt import (
 )
 from .reading import agent_path, sha256_file
 from .review import (
+    Review,
     evaluator_prompt_section,
     extract_review_block,
     feedback_for_generator,
@@ -45,6 +47,10 @@ from .review import (
 )
 from .state import Delivery, FileRef, Step, Store, Usage, write_json_atomic
 from .validation import ValidationReport, validate_attempt
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .definition import Phase
 
 DEFAULT_COMMAND_TIMEOUT_S = 600
 
@@ -62,6 +68,7 @@ class AttemptResult:
     review: dict | None = None  # the evaluator's verdict of this round, when the node has one
     review_exhausted: bool = False
     preparation: str | None = None  # what was done to the worktree before the first call
+    review_usage: Usage | None = None  # the evaluator's sessions of this round, together
 
 
 def cache_dirs(store: Store) -> dict[str, Path]:
@@ -220,8 +227,12 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
                settings: AgentSettings, generated: AttemptResult, phase_id: str,
                max_rounds: int) -> AttemptResult:
     """One evaluator round (codex -s read-only, READ/TASK/REPORT) on the generator's work; the
-    verdict is read from the saved report file, never from the chat."""
+    verdict is read from the saved report file, never from the chat. A report that cannot be
+    read is asked for once more in the same round and never charged to the generator."""
     phase = catalog.phases[phase_id]
+    spent = budget_spent(state, step, phase.execution.budget.tokens, phase_id, "evaluator")
+    if spent:
+        return AttemptResult(False, spent, environment=True)
     folder = node_dir(store, state.phase, step.name)
     repo = workdir(store, state)
     round_no = step.attempts
@@ -232,55 +243,133 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
         lines.append(f"{agent_path(folder / 'validation', repo)}/ — the validation logs and TRX")
     skills = [line.removeprefix("- ") for line in skill_lines(store.root, state, phase_id, repo)]
     text = evaluator_prompt_section(phase.execution.criteria, step.name, lines, round_no,
-                                    max_rounds, skill_lines=skills, where=where_line(repo))
+                                    max_rounds, skill_lines=skills, where=where_line(repo),
+                                    goal=phase.execution.goal)
     agents = repo / "AGENTS.md"
     prompt = (agents.read_text(encoding="utf-8") + "\n\n" if agents.is_file() else "") + text
-    (folder / "reviews").mkdir(parents=True, exist_ok=True)
-    env = step_env(store, state, step)
-    secrets = secret_values(env, agent_excludes(settings))
-    (folder / "reviews" / f"{step.name}-r{round_no}-prompt.md").write_text(
-        redact(prompt, secrets), "utf-8")
-    last = folder / "reviews" / "last-message.txt"
-    last.unlink(missing_ok=True)
-    argv = codex_argv(find_codex(settings, store.root), sandbox="read-only", workdir=repo,
-                      last_message=last, settings=settings, delivery=state.phase,
-                      node=f"{step.name}.review", idle_timeout_s=phase.execution.idle_timeout_s,
-                      network=phase.execution.network)
-    if settings.replay_url:
-        env["CODEX_HOME"] = settings.codex_home or str(store.root / ".specops" / "codex-home")
-        Path(env["CODEX_HOME"]).mkdir(parents=True, exist_ok=True)
-    before = gitflow.product_changes(repo) if state.worktree else []
-    with tempfile.TemporaryDirectory(prefix=".review-", dir=folder) as scratch:
-        run = run_codex(argv, prompt, workdir=repo, env=env, timeout_s=phase.execution.timeout_s,
-                        idle_timeout_s=phase.execution.idle_timeout_s,
-                        command_timeout_s=phase.execution.command_timeout_s,
-                        stdout_path=Path(scratch) / "stdout.jsonl",
-                        stderr_path=Path(scratch) / "stderr.txt")
-    if run.environment_error:
-        return AttemptResult(False, run.environment_error, environment=True)
-    home = Path(env.get("CODEX_HOME") or Path.home() / ".codex")
-    denied = sandbox_denials(home, run.thread_id)
-    changed = sorted(set(gitflow.product_changes(repo)) - set(before)) if state.worktree else []
-    said = redact(run.last_message, secrets)
-    last.unlink(missing_ok=True)
-    report = save_report(folder, step.name, round_no, extract_review_block(said), said)
-    review = read_review(report, phase.execution.criteria)
-    rel = report.relative_to(store.root).as_posix()
-    shown = agent_path(report, repo)
-    record = {"round": round_no, "verdict": review.verdict, "reason": review.reason,
-              "scores": review.scores, "report": rel, "sandbox_denials": denied,
-              "thread_id": run.thread_id}
-    if changed:
-        record.update(verdict="BLOCK", reason=f"the evaluator changed files: {', '.join(changed)}")
-    if not run.ok:
-        record.update(verdict="BLOCK", reason="the evaluator run failed: " + run.failure(
-            phase.execution.timeout_s, phase.execution.idle_timeout_s))
+    session = ReviewSession(store, state, step, settings, phase, repo, round_no)
+    first = session.evaluate(prompt, "")
+    outcome = first
+    if first.review.verdict == "MALFORMED" and first.record["verdict"] == "MALFORMED":
+        outcome = session.evaluate(prompt + "\n\n" + REASK.format(reason=first.review.reason),
+                                   "-reask")
+        outcome.record["reasked"] = first.record["reason"]
+    usage = outcome.usage if outcome is first else first.usage.model_copy(update={
+        k: getattr(first.usage, k) + getattr(outcome.usage, k)
+        for k in ("input_tokens", "cached_input_tokens", "output_tokens",
+                  "reasoning_output_tokens")})
+    record = {**outcome.record, "usage": usage.model_dump(exclude={"role", "attempt"})}
+    if outcome.environment:
+        return AttemptResult(False, outcome.environment, environment=True, review=record,
+                             review_usage=usage)
     if record["verdict"] == "PASS":
-        return replace(generated, review=record)
-    feedback = feedback_for_generator(review, shown) if record["reason"] == review.reason else (
-        f"review round {round_no} blocked: {record['reason']}; read the full report at {shown}")
+        return replace(generated, review=record, review_usage=usage)
+    if record["verdict"] == "MALFORMED":
+        return AttemptResult(False, f"review round {round_no}: the evaluator's report could not "
+                             f"be read twice ({record['reason']}); it is not charged to the "
+                             f"generator: read {record['report']}, then `specops resume "
+                             f"{state.phase} {step.name}`", environment=True, review=record,
+                             review_usage=usage)
+    shown = agent_path(store.root / record["report"], repo)
+    feedback = (feedback_for_generator(outcome.review, shown)
+                if record["reason"] == outcome.review.reason else
+                f"review round {round_no} blocked: {record['reason']}; read the full report at "
+                f"{shown}")
     return AttemptResult(False, failure_summary(feedback), review=record,
-                         review_exhausted=round_no >= max_rounds)
+                         review_exhausted=round_no >= max_rounds, review_usage=usage)
+
+
+REASK = ("Your review could not be read ({reason}). Answer again: your LAST message must "
+         "contain exactly one block in the REPORT format above, with one VERDICT line and one "
+         "SCORE line per criterion.")
+
+
+@dataclass
+class Evaluation:
+    """One evaluator session of a round: its verdict, record, usage and transcript paths."""
+
+    review: Review
+    record: dict
+    usage: Usage
+    environment: str | None = None
+
+
+@dataclass
+class ReviewSession:
+    """Runs evaluator sessions of one review round, each kept whole under reviews/sessions/
+    (JSONL, stderr, last message; redacted) beside the round's report."""
+
+    store: Store
+    state: Delivery
+    step: Step
+    settings: AgentSettings
+    phase: Phase
+    repo: Path
+    round_no: int
+
+    def evaluate(self, prompt: str, suffix: str) -> Evaluation:
+        store, state, step, settings = self.store, self.state, self.step, self.settings
+        folder = node_dir(store, state.phase, step.name)
+        sessions = folder / "reviews" / "sessions"
+        sessions.mkdir(parents=True, exist_ok=True)
+        base = sessions / f"{step.name}-r{self.round_no}{suffix}"
+        env = step_env(store, state, step)
+        env["SPECOPS_REVIEW_PHASE"] = self.phase.id  # the state hooks speak to the evaluator
+        secrets = secret_values(env, agent_excludes(settings))
+        (folder / "reviews" / f"{step.name}-r{self.round_no}{suffix}-prompt.md").write_text(
+            redact(prompt, secrets), "utf-8")
+        last = folder / "reviews" / "last-message.txt"
+        last.unlink(missing_ok=True)
+        execution = self.phase.execution
+        argv = codex_argv(find_codex(settings, store.root), sandbox="read-only",
+                          workdir=self.repo, last_message=last, settings=settings,
+                          delivery=state.phase, node=f"{step.name}.review",
+                          idle_timeout_s=execution.idle_timeout_s, network=execution.network)
+        if settings.replay_url:
+            env["CODEX_HOME"] = settings.codex_home or str(store.root / ".specops" / "codex-home")
+            Path(env["CODEX_HOME"]).mkdir(parents=True, exist_ok=True)
+        before = gitflow.product_changes(self.repo) if state.worktree else []
+        run = run_codex(argv, prompt, workdir=self.repo, env=env, timeout_s=execution.timeout_s,
+                        idle_timeout_s=execution.idle_timeout_s,
+                        command_timeout_s=execution.command_timeout_s,
+                        stdout_path=base.with_name(base.name + ".jsonl"),
+                        stderr_path=base.with_name(base.name + ".stderr.txt"))
+        said = redact(run.last_message, secrets)
+        last.unlink(missing_ok=True)
+        for path in (base.with_name(base.name + ".jsonl"),
+                     base.with_name(base.name + ".stderr.txt")):
+            if path.is_file():
+                path.write_text(redact(path.read_text(encoding="utf-8", errors="replace"),
+                                       secrets), encoding="utf-8")
+        base.with_name(base.name + ".last-message.md").write_text(said, encoding="utf-8")
+        usage = Usage(attempt=self.round_no, thread_id=run.thread_id, role="evaluator",
+                      **{k: run.usage.get(k, 0) for k in ("input_tokens", "cached_input_tokens",
+                                                          "output_tokens",
+                                                          "reasoning_output_tokens")})
+        transcript = base.with_name(base.name + ".jsonl").relative_to(store.root).as_posix()
+        if run.environment_error:
+            review = Review("BLOCK", {}, (), run.environment_error, "")
+            return Evaluation(review, {"round": self.round_no, "verdict": "BLOCK",
+                                       "reason": run.environment_error,
+                                       "transcript": transcript}, usage,
+                              redact(run.environment_error, secrets))
+        home = Path(env.get("CODEX_HOME") or Path.home() / ".codex")
+        denied = sandbox_denials(home, run.thread_id)
+        changed = (sorted(set(gitflow.product_changes(self.repo)) - set(before))
+                   if state.worktree else [])
+        report = save_report(folder, step.name, self.round_no, extract_review_block(said), said)
+        review = read_review(report, execution.criteria)
+        record = {"round": self.round_no, "verdict": review.verdict, "reason": review.reason,
+                  "scores": review.scores, "report": report.relative_to(store.root).as_posix(),
+                  "sandbox_denials": denied, "thread_id": run.thread_id,
+                  "transcript": transcript}
+        if changed:
+            record.update(verdict="BLOCK",
+                          reason=f"the evaluator changed files: {', '.join(changed)}")
+        if not run.ok:
+            record.update(verdict="BLOCK", reason="the evaluator run failed: " + run.failure(
+                execution.timeout_s, execution.idle_timeout_s))
+        return Evaluation(review, record, usage)
 
 
 def sandbox_denials(codex_home: Path, thread_id: str | None) -> list[str]:

@@ -17,8 +17,11 @@ WAITING = ("awaiting approval: ", "rejected: ")
 
 
 def gates_of(state: Delivery) -> list[str]:
-    """Every gate of the delivery; external-write guards `specops run --push`, so all have it."""
-    return list(dict.fromkeys([*(g for s in state.steps for g in s.gates), "external-write"]))
+    """Every gate of the delivery; external-write guards `specops run --push`, so all have it,
+    and a raised risk must be decided even when no step is behind it (the last node's)."""
+    risk = ["risk"] if state.risks else []
+    return list(dict.fromkeys([*(g for s in state.steps for g in s.gates), *risk,
+                               "external-write"]))
 
 
 def approve(store: Store, delivery: str, gate: str, note: str = "",
@@ -95,12 +98,15 @@ def first_of_each_branch(state: Delivery, names: list[str]) -> list[str]:
 
 
 def raise_risk(state: Delivery, node: str, path: str) -> list[str]:
-    """A risk file appeared in `node`'s folder: its direct downstream must pass the risk gate."""
+    """A risk file appeared in `node`'s folder: its direct downstream must pass the risk gate,
+    and until it is decided the delivery is not completed nor pushed (`reading.open_risks`),
+    also when nothing is downstream."""
     state.risks.append(Risk(node=node, path=path, raised_at=now_iso()))
     gated = []
     for step in state.steps:
         if node in step.needs and "risk" not in step.gates:
             step.gates.append("risk")
             gated.append(step.name)
-    state.log("risk raised", node, f"{path}; gated: {', '.join(gated) or 'nothing downstream'}")
+    state.log("risk raised", node, f"{path}; gated: {', '.join(gated) or 'nothing downstream'}"
+              f"; decide with `specops approve {state.phase} risk`")
     return gated

@@ -245,11 +245,12 @@ def _state_context(event: str, env: dict[str, str]) -> str | None:
         return f"<workflow-state>\n{bound}\n</workflow-state>"
     state, step = bound
     catalog = snapshot_catalog(store, state)
-    at = Paths(store.root, work_path(store.root, state))
+    at = Paths(store.root, work_path(store.root, state), env.get("SPECOPS_REVIEW_PHASE"))
     first = ("recovery-index", recovery_index(store, state, step, catalog, at)) \
         if event == "session-start" else ("workflow-state", workflow_state(store, state, step,
                                                                            catalog, at))
-    sections = [first, ("skill-invocation", skill_invocation(state, step, catalog, at))]
+    sections = [first, ("skill-invocation", skill_invocation(
+        state, step, catalog, at, env.get("SPECOPS_REVIEW_PHASE") or step.phase))]
     folder = store.delivery_dir(state.phase) / step.name
     return fit(sections, folder / OVERFLOW, at(f"phases/{state.phase}/{step.name}/{OVERFLOW}"))
 
@@ -257,8 +258,9 @@ def _state_context(event: str, env: dict[str, str]) -> str | None:
 class Paths:
     """Harness-root paths as the agent resolves them from its working directory."""
 
-    def __init__(self, root: Path, cwd: Path) -> None:
+    def __init__(self, root: Path, cwd: Path, review: str | None = None) -> None:
         self.root, self.cwd = root, cwd
+        self.review = review  # the evaluator phase, in a review round's session
 
     def __call__(self, rel: str) -> str:
         from .reading import agent_path
@@ -309,6 +311,10 @@ def next_action(state: Delivery, step: Step, at: Paths) -> str:
     from .reading import closed_gates, runnable_steps
 
     d, n = state.phase, step.name
+    if step.status == "running" and at.review:
+        return (f"review the work of `{n}` read-only as evaluator `{at.review}`: read its READ "
+                "paths, judge each criterion of your prompt, end with its REPORT block; write "
+                "no file")
     if step.status == "running":
         return (f"continue the attempt of `{n}`: do its TASK, write its WRITE files "
                 f"({at(f'phases/{d}/{n}/')}, docs/phase/{d}/{n}.md), then end with a final "
@@ -386,8 +392,9 @@ def recovery_index(store: Store, state: Delivery, step: Step, catalog: Catalog,
     return "\n".join([*lines, "</recovery-index>"])
 
 
-def skill_invocation(state: Delivery, step: Step, catalog: Catalog, at: Paths) -> str:
-    bound = state.snapshot.skills.get(step.phase, [])
+def skill_invocation(state: Delivery, step: Step, catalog: Catalog, at: Paths,
+                     phase: str) -> str:
+    bound = state.snapshot.skills.get(phase, [])
     entry = next((s for s in bound if s.load == "entry"), None)
     if entry is None:
         return ""

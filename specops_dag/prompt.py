@@ -266,6 +266,7 @@ def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
     step_file = root / "phases" / state.phase / f"step{step.step}.md"
     if step_file.is_file():
         out.append(f"Step details: {agent_path(step_file, cwd)}")
+    out += review_lines(state, step, catalog, attempt)
     out += ["", "WRITE:"]
     out += [f"- {agent_path(node_dir / a.path, cwd)}"
             + (" (required)" if a.required else " (optional)") for a in phase.output.artifacts]
@@ -281,6 +282,29 @@ def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
             "", "REPORT: end with a final message of at most 1,000 characters that summarizes "
             "what you did and names the files you wrote."]
     return "\n".join(out)
+
+
+def review_lines(state: Delivery, step: Step, catalog: Catalog, attempt: int) -> list[str]:
+    """For a node with `review:`: what the evaluator grades, up front (seed 003's contract),
+    and from round 2 the scores of the earlier rounds."""
+    node = next(n for n in catalog.workflows[state.workflow].nodes if n.id == step.name)
+    if node.review is None:
+        return []
+    criteria = catalog.phases[node.review.phase].execution.criteria
+    out = ["", f"REVIEW: after the validation, an independent read-only evaluator "
+           f"(`{node.review.phase}`, round {attempt} of {node.review.max_rounds}) scores your "
+           "work 0-10 on each criterion; every score must reach its threshold:"]
+    out += [f"- `{c.id}` (threshold {c.threshold}/10): {' '.join(c.description.split())}"
+            for c in criteria] or ["- (no criteria: its verdict alone decides)"]
+    if step.reviews:
+        out.append("Scores of the earlier rounds:")
+        for r in step.reviews:
+            scores = ", ".join(f"{cid} {score}" for cid, score in (r.get("scores") or {}).items())
+            out.append(f"- round {r.get('round')}: {r.get('verdict')}"
+                       + (f" ({scores})" if scores else "") + f" — {r.get('reason')}")
+        out.append("If the scores did not rise since the last round, change your approach "
+                   "rather than polishing the same one.")
+    return out
 
 
 def pick_step(state: Delivery, node: str | None) -> Step:

@@ -128,13 +128,32 @@ def owner_alive(owner: Owner | None) -> bool:
 
 
 def gate_open(state: Delivery, gate: str) -> bool:
-    """A gate is open when its latest decision is an approval (one approval per gate name); a
-    `risk` gate also needs that approval to be newer than the latest risk raised."""
+    """A gate is open when its latest decision is an approval (one approval per gate name) not
+    yet used up (a push uses the `external-write` approval that allowed it); a `risk` gate also
+    needs that approval to be newer than the latest risk raised."""
     decisions = [a for a in state.approvals if a.gate == gate]
-    if not decisions or decisions[-1].decision != "approved":
+    if not decisions or decisions[-1].decision != "approved" or decisions[-1].used_at:
         return False
     raised = [r.raised_at for r in state.risks] if gate == "risk" else []
     return not raised or decisions[-1].at >= max(raised)
+
+
+def open_risks(state: Delivery) -> list:
+    """The risks no standing approval of the `risk` gate covers: those raised after its latest
+    decision when that is an approval, every risk when it is a rejection or there is none. By
+    any node, the last included: while one is open the delivery is not completed nor pushed."""
+    decisions = [a for a in state.approvals if a.gate == "risk"]
+    if decisions and decisions[-1].decision == "approved":
+        return [r for r in state.risks if r.raised_at > decisions[-1].at]
+    return list(state.risks)
+
+
+def delivery_status(state: Delivery) -> str:
+    """The delivery's status as a person must read it: its steps' status, except that every
+    step completed with a risk still open is `blocked` on that decision."""
+    if state.status == "completed" and open_risks(state):
+        return "blocked"
+    return state.status
 
 
 def closed_gates(state: Delivery, step: Step) -> list[str]:
@@ -191,11 +210,17 @@ def step_drift(root: Path, step: Step) -> list[str]:
 
 
 def tokens(usage: Usage) -> int:
-    return usage.input_tokens + usage.output_tokens
+    """What budgets count: uncached input plus output (cached input is shown beside)."""
+    return usage.input_tokens - usage.cached_input_tokens + usage.output_tokens
 
 
-def step_tokens(step: Step) -> int:
-    return sum(tokens(u) for u in step.usage)
+def step_tokens(step: Step, role: str | None = None) -> int:
+    """The step's tokens: every session's, or only the generator's or the evaluator's."""
+    return sum(tokens(u) for u in step.usage if role is None or u.role == role)
+
+
+def step_cached(step: Step) -> int:
+    return sum(u.cached_input_tokens for u in step.usage)
 
 
 def delivery_tokens(state: Delivery) -> int:
@@ -211,7 +236,7 @@ def gate_prompt(state: Delivery, step: Step) -> dict[str, object] | None:
     if gate == "scope":
         look = [f"phases/{state.phase}/request.md"]
     elif gate == "risk":
-        look = [r.path for r in state.risks]
+        look = [r.path for r in open_risks(state)]
     else:
         look = [ref.path for n in step.needs for ref in get_step(state, n).handoff.values()]
     return {"gate": gate, "question": QUESTIONS[gate], "look_at": look,
@@ -222,22 +247,27 @@ def gate_prompt(state: Delivery, step: Step) -> dict[str, object] | None:
 
 def status_report(root: Path, state: Delivery) -> dict:
     """What `specops status ID` adds to the state: runnable steps, drift, open questions, tokens."""
-    return {"runnable": runnable_steps(state), "drift": drift(root, state),
+    return {"status": delivery_status(state), "runnable": runnable_steps(state),
+            "drift": drift(root, state),
             "gates": {s.name: ask for s in state.steps
                       if s.status == "blocked" and (ask := gate_prompt(state, s))},
+            "open_risks": [{"node": r.node, "path": r.path, "raised_at": r.raised_at}
+                           for r in open_risks(state)],
             "tokens": {"delivery": delivery_tokens(state), "budget": state.budget_tokens,
+                       "cached_input": sum(step_cached(s) for s in state.steps),
                        "per_node": {s.name: step_tokens(s) for s in state.steps}}}
 
 
 def render_status(state: Delivery, report: dict) -> str:
-    lines = [f"delivery {state.phase}  workflow {state.workflow}  status {state.status}",
+    lines = [f"delivery {state.phase}  workflow {state.workflow}  status {report['status']}",
              f"request: {(state.request.strip().splitlines() or ['(empty)'])[0][:100]}"]
     for s in state.steps:
         line = f"  {STATUS_MARK[s.status]} {s.step:>2} {s.name:<16} {s.status:<10}"
         if s.status == "completed":
             line += f" {len(s.handoff)} handoff(s), attempt {s.attempts}"
         if s.usage:
-            line += f" [{step_tokens(s)} tokens]"
+            cached = step_cached(s)
+            line += f" [{step_tokens(s)} tokens" + (f", {cached} cached" if cached else "") + "]"
         if s.error_message:
             line += f" {s.error_message.splitlines()[0][:120]}"
             line += f"\n       next: fix the cause, then `specops resume {state.phase} {s.name}`"
@@ -250,12 +280,26 @@ def render_status(state: Delivery, report: dict) -> str:
                 line += f"\n       look at: {', '.join(ask['look_at'])}"
             line += f"\n       next: `{ask['approve']}` (or `{ask['reject']}`)"
         lines.append(line)
+    lines += risk_lines(state, report["open_risks"])
     budget = f" of {state.budget_tokens}" if state.budget_tokens else ""
-    lines.append(f"tokens: {delivery_tokens(state)}{budget}")
+    cached = sum(step_cached(s) for s in state.steps)
+    lines.append(f"tokens: {delivery_tokens(state)}{budget}"
+                 + (f" (uncached input + output; {cached} cached input beside)" if cached else ""))
     if report["runnable"]:
         lines.append(f"next: `specops run {state.phase}` runs {', '.join(report['runnable'])}")
     lines += [f"drift: {d}" for d in report["drift"]]
     return "\n".join(lines)
+
+
+def risk_lines(state: Delivery, risks: list[dict]) -> list[str]:
+    """The open risks, their files, the question and the commands that decide them."""
+    if not risks:
+        return []
+    return ["open risks (decide them before the delivery completes or is pushed):",
+            *(f"  {r['path']} (raised by `{r['node']}`)" for r in risks),
+            f"  question: {QUESTIONS['risk']}",
+            f"  next: `specops approve {state.phase} risk --note ...` (or `specops approve "
+            f"{state.phase} risk --reject --note ...`)"]
 
 
 def render_index(entries: list) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -17,12 +17,18 @@ from .state import write_text_atomic
 OPEN, CLOSE = "<<<REVIEW", ">>>"
 MALFORMED = "MALFORMED: no <<<REVIEW … >>> block in the evaluator's last message"
 REPORT_NAME = re.compile(r"-r(\d+)-report\.md$")
-# Keywords are upper case as the format says, so prose such as "Score summary" is not a line.
-VERDICT_LINE = re.compile(r"^VERDICT\s*:\s*(?P<verdict>.*?)\s*$")
-SCORE_LINE = re.compile(r"^SCORE\s+(?P<id>[^\s:]+)\s*:\s*(?P<score>\S+)"
-                        r"(?:\s+(?:[—–-]+\s*)?(?P<evidence>.*))?$")
+EXCERPT_CHARS = 200
+# Lines are read after markdown is looked through (see _plain): `**VERDICT:** pass.` is a verdict.
+VERDICT_LINE = re.compile(r"^verdict(?:\s*[:=]|\s+[—–-]+|\s*[—–]+)\s*(?P<verdict>.*?)\s*$", re.I)
+VERDICT_BARE = re.compile(r"^verdict\s+(?P<verdict>(?:pass|block)\b\W*)$", re.I)
+# `SCORE` in upper case is always a score line (an unknown id is an error); in any other case,
+# and without the keyword (`**id**: 9/10`), a line counts only for a declared criterion id.
+SCORE_LINE = re.compile(r"^score\s+(?P<id>[^\s:=]+?)(?:\s*[:=]|\s+[—–-]+)\s*(?P<rest>.*)$", re.I)
+BARE_SCORE = re.compile(r"^(?P<id>[^\s:=]+?)(?:\s*[:=]|\s+[—–-]+)\s*(?P<rest>.*)$")
+SCORE_VALUE = re.compile(r"(?P<n>[-+]?\d+(?:[.,]\d+)?)(?:\s*/\s*(?P<d>[-+]?\d+(?:[.,]\d+)?))?"
+                         r"(?=$|[\s.,;:)\]—–])")
 SCORE_SHAPE = "`SCORE <criterion-id>: <0-10> — <evidence>`"
-
+FENCE = re.compile(r"^[ \t]*(?:```|~~~)[\w.+-]*[ \t]*$")
 
 class CriterionLike(Protocol):
     id: str
@@ -41,7 +47,7 @@ class Criterion:
 
 @dataclass(frozen=True)
 class Review:
-    verdict: str  # "PASS" or "BLOCK", after the hard thresholds
+    verdict: str  # "PASS" or "BLOCK" after the hard thresholds, or "MALFORMED" (unreadable)
     scores: dict[str, int]  # criterion id -> 0..10, declared order
     failures: tuple[str, ...]  # criterion ids under threshold or not scored; all if malformed
     reason: str
@@ -56,7 +62,8 @@ class Review:
 
 def evaluator_prompt_section(criteria: Iterable[CriterionLike], generator_node: str,
                              read_lines: list[str], round_no: int, max_rounds: int,
-                             skill_lines: Sequence[str] = (), where: str = "") -> str:
+                             skill_lines: Sequence[str] = (), where: str = "",
+                             goal: str = "") -> str:
     """The evaluator's current step: READ (paths + sha256 as given), TASK, REPORT block format.
     Paths only, never file bodies (seed 000)."""
     criteria = list(criteria)
@@ -66,7 +73,7 @@ def evaluator_prompt_section(criteria: Iterable[CriterionLike], generator_node: 
     out += [f"{i}. {line}" for i, line in enumerate(read_lines, 1)] or ["(nothing to read)"]
     if skill_lines:
         out += ["", "SKILLS (from the delivery snapshot):", *(f"- {s}" for s in skill_lines)]
-    out += ["", "TASK:",
+    out += ["", "TASK:", *([goal.strip()] if goal.strip() else []),
             f"Evaluate the work of `{generator_node}` against each criterion below. Be skeptical: "
             "its changes list, step record and final message are claims, not evidence. Open the "
             "changed code and tests yourself and check the validation evidence (build and test "
@@ -96,15 +103,25 @@ def evaluator_prompt_section(criteria: Iterable[CriterionLike], generator_node: 
 
 
 def extract_review_block(last_message: str) -> str | None:
-    """The text between the LAST `<<<REVIEW` and the `>>>` after it (a `>>>` on its own line
-    first, so C#'s `>>>` operator in evidence does not end the block); None if absent."""
+    """The text between the LAST `<<<REVIEW` and the `>>>` after it; None if absent. The end is
+    a `>>>` on its own line first, else the first line ending in `>>>`, so C#'s `>>>` operator
+    inside evidence does not end the block. A markdown fence around the block or just inside
+    it (```` ``` ````, ```` ```text ````) is not part of it."""
     start = last_message.rfind(OPEN)
     if start < 0:
         return None
     rest = last_message[start + len(OPEN):]
-    own_line = re.search(r"^[ \t]*>>>[ \t]*$", rest, re.MULTILINE)
-    end = own_line.start() if own_line else rest.find(CLOSE)
-    return None if end < 0 else rest[:end].strip()
+    own_line = re.search(r"^[ \t]*>>>[ \t]*(?:```[ \t]*)?$", rest, re.MULTILINE)
+    line_end = own_line or re.search(r">>>[ \t]*(?:```[ \t]*)?$", rest, re.MULTILINE)
+    end = line_end.start() if line_end else rest.find(CLOSE)
+    if end < 0:
+        return None
+    lines = rest[:end].strip().splitlines()
+    if lines and FENCE.match(lines[0]):
+        lines = lines[1:]
+    if lines and FENCE.match(lines[-1]):
+        lines = lines[:-1]
+    return "\n".join(lines).strip()
 
 
 def report_file(node_dir: Path, node: str, round_no: int) -> Path:
@@ -126,7 +143,9 @@ def save_report(node_dir: Path, node: str, round_no: int, block: str | None,
 
 def read_review(path: Path, criteria: Iterable[CriterionLike]) -> Review:
     """The verdict from the saved file. Hard thresholds decide: a criterion not scored or below
-    its threshold blocks even a PASS; a malformed report blocks."""
+    its threshold blocks even a PASS. A report that cannot be read (no block, no verdict or two,
+    a score outside 0–10) is MALFORMED, never a BLOCK: the evaluator is asked again, the
+    generator is not charged; its reason names the problem and an excerpt of the text."""
     criteria = list(criteria)
     found = REPORT_NAME.search(path.name)
     if found is None:
@@ -138,10 +157,12 @@ def read_review(path: Path, criteria: Iterable[CriterionLike]) -> Review:
         raise UsageError(f"{path}: cannot read the review report ({err.strerror}); re-run the "
                          "review round") from err
     thresholds = {c.id: c.threshold for c in criteria}
-    base = Review("BLOCK", {}, tuple(thresholds), "", body, int(found.group(1)), thresholds)
     verdict, scores, problem = parse_report(body, thresholds)
     if problem is not None:
-        return replace(base, reason=f"malformed report: {problem}")
+        text = body.split("\n", 1)[1] if body.startswith("MALFORMED:") and "\n" in body else body
+        return Review("MALFORMED", {}, tuple(thresholds),
+                      f"malformed report: {problem}; excerpt: {excerpt(text)}", body,
+                      int(found.group(1)), thresholds)
     under = [f"{cid} {scores[cid]}/{t}" for cid, t in thresholds.items()
              if cid in scores and scores[cid] < t]
     missing = [cid for cid in thresholds if cid not in scores]
@@ -158,39 +179,149 @@ def read_review(path: Path, criteria: Iterable[CriterionLike]) -> Review:
         reason = ("the evaluator's verdict is BLOCK although every criterion reached its "
                   "threshold; see the findings in the report")
     final = "PASS" if verdict == "PASS" and not failures else "BLOCK"
-    return Review(final, scores, failures, reason, body, base.round_no, thresholds)
+    return Review(final, scores, failures, reason, body, int(found.group(1)), thresholds)
+
+
+def excerpt(text: str) -> str:
+    """The first ≤ 200 characters of `text` on one line (whitespace runs become one space)."""
+    flat = " ".join(text.split()) or "(empty)"
+    return flat if len(flat) <= EXCERPT_CHARS else flat[:EXCERPT_CHARS - 1] + "…"
+
+
+class _Unreadable(Exception):
+    """A report line that makes the whole block unreadable; its text is the problem."""
 
 
 def parse_report(body: str, thresholds: dict[str, int]) -> tuple[str, dict[str, int], str | None]:
-    """(verdict, scores in declared order, problem or None) from a saved report's text."""
+    """(verdict, scores in declared order, problem or None) from a saved report's text, read as
+    models write it: emphasis, inline code, bullets, headings and tables are looked through, a
+    score may be `9`, `9/10` or `9 / 10`, criterion ids match case-insensitively. Exactly one
+    verdict; every score an integer from 0 to 10 (out of 10); lines that are not a verdict or a
+    declared criterion's score are ignored, except an upper-case SCORE line for an unknown id."""
     first = body.split("\n", 1)[0]
     if first.startswith("MALFORMED:"):
         return "", {}, first.removeprefix("MALFORMED:").strip()
+    ids = {cid.lower(): cid for cid in thresholds}
     verdicts: list[str] = []
-    raw: dict[str, int] = {}
-    for line in (ln.strip() for ln in body.splitlines()):
-        if m := VERDICT_LINE.match(line):
-            verdicts.append(m["verdict"].upper())
-        elif re.match(r"^SCORE\b", line):
-            m = SCORE_LINE.match(line)
-            if m is None:
-                return "", {}, f"SCORE line `{line}` does not match {SCORE_SHAPE}"
-            cid, score = m["id"], m["score"]
-            if cid not in thresholds:
-                known = ", ".join(thresholds) or "none"
-                return "", {}, f"SCORE for unknown criterion `{cid}` (criteria: {known})"
-            if not re.fullmatch(r"\d{1,2}", score) or int(score) > 10:
-                return "", {}, f"SCORE {cid} is `{score}`, not an integer from 0 to 10"
-            if cid in raw:
-                return "", {}, f"criterion `{cid}` is scored twice"
-            raw[cid] = int(score)
+    scores: dict[str, tuple[int, bool]] = {}  # id -> (score, from a SCORE line)
+
+    def add(cid: str, score: int, keyword: bool) -> None:
+        if cid in scores and ((keyword and scores[cid][1]) or scores[cid][0] != score):
+            raise _Unreadable(f"criterion `{cid}` is scored twice")
+        if cid not in scores or keyword:
+            scores[cid] = (score, keyword or (cid in scores and scores[cid][1]))
+
+    column = 1  # the score column of the current table (a header cell `Score` moves it)
+    try:
+        for line in (ln.strip() for ln in body.splitlines()):
+            cells = [_plain(c) for c in line.strip("|").split("|")]
+            if line.startswith("|") and len(cells) > 1:
+                column = _table_row(cells, ids, column, verdicts, add)
+                continue
+            column = 1
+            line = cells[0] if line.startswith("|") else line  # a one-cell row is a line
+            plain = _plain(re.sub(r"^(?:(?:[-+*]|\d+[.)])\s+|#+\s*|>\s*)+", "", line))
+            if m := VERDICT_LINE.match(plain) or VERDICT_BARE.match(plain):
+                verdicts.append(m["verdict"])
+            elif re.match(r"SCORE\b", plain) or ((m := SCORE_LINE.match(plain))
+                                                 and _id(m["id"]).lower() in ids):
+                m = SCORE_LINE.match(plain)
+                if m is None:
+                    raise _Unreadable(f"SCORE line `{line}` does not match {SCORE_SHAPE}")
+                cid = ids.get(_id(m["id"]).lower())
+                if cid is None:
+                    known = ", ".join(thresholds) or "none"
+                    raise _Unreadable(f"SCORE for unknown criterion `{_id(m['id'])}` "
+                                      f"(criteria: {known})")
+                add(cid, _score(cid, m["rest"]), keyword=True)
+            elif (m := BARE_SCORE.match(plain)) and _id(m["id"]).lower() in ids:
+                cid = ids[_id(m["id"]).lower()]
+                if _looks_scored(m["rest"]):
+                    add(cid, _score(cid, m["rest"]), keyword=False)
+    except _Unreadable as problem:
+        return "", {}, str(problem)
     if not verdicts:
         return "", {}, "no `VERDICT: PASS` or `VERDICT: BLOCK` line"
     if len(verdicts) > 1:
         return "", {}, f"{len(verdicts)} VERDICT lines; give exactly one"
-    if verdicts[0] not in ("PASS", "BLOCK"):
+    verdict = _verdict(verdicts[0])
+    if verdict is None:
         return "", {}, f"VERDICT `{verdicts[0]}` is neither PASS nor BLOCK"
-    return verdicts[0], {cid: raw[cid] for cid in thresholds if cid in raw}, None
+    return verdict, {cid: scores[cid][0] for cid in thresholds if cid in scores}, None
+
+
+def _plain(text: str) -> str:
+    """Markdown emphasis and inline code looked through: `**9**`, `_pass_`, `` `id` `` → text.
+    Underscores inside a word (`no_scope`) stay."""
+    return re.sub(r"[*`]|(?<!\w)_+|_+(?!\w)", "", text).strip()
+
+
+def _id(text: str) -> str:
+    return text.strip("[]()\"'")
+
+
+def _table_row(cells: list[str], ids: dict[str, str], column: int, verdicts: list[str],
+               add) -> int:
+    """Read one `| … |` row: `| VERDICT | PASS |`, `| SCORE id | 9 |`, or `| id | 9/10 | … |`
+    when the first cell is a declared criterion id; returns the table's score column."""
+    if all(re.fullmatch(r":?-*:?", c) for c in cells):
+        return column  # the |---|---| line under a header
+    head = cells[0].removesuffix(":").strip()
+    if head.lower() == "verdict":
+        verdicts.append(cells[1])
+    elif m := VERDICT_LINE.match(cells[0]) or VERDICT_BARE.match(cells[0]):
+        verdicts.append(m["verdict"])  # | VERDICT: PASS | all criteria met |
+    elif m := re.fullmatch(r"score\s+(?P<id>\S+)", head, re.I):
+        cid = ids.get(_id(m["id"]).lower())
+        if cid is not None:
+            add(cid, _score(cid, cells[1], whole=True), keyword=True)
+        elif head.startswith("SCORE"):
+            raise _Unreadable(f"SCORE for unknown criterion `{_id(m['id'])}` (criteria: "
+                              f"{', '.join(ids.values()) or 'none'})")
+    elif (cid := ids.get(_id(head).lower())) is not None:
+        add(cid, _score(cid, cells[column] if column < len(cells) else "", whole=True),
+            keyword=False)
+    elif "score" in (lowered := [c.lower() for c in cells]):
+        return lowered.index("score")  # a header row: | Criterion | Threshold | Score | … |
+    return column
+
+
+def _looks_scored(rest: str) -> bool:
+    """Whether a bare `id: …` line gives a score (`9/10`, `9`, `9 — evidence`) rather than prose
+    that starts with a number (`3 tests are missing`)."""
+    m = SCORE_VALUE.match(rest)
+    if m is None:
+        return False
+    after = rest[m.end():].lstrip(" \t.,;")
+    return bool(m["d"]) or not after or after[0] in "—–-(:"
+
+
+def _score(cid: str, text: str, whole: bool = False) -> int:
+    """An integer 0–10 from the start of `text` (`9`, `9/10`, `9 / 10`, `9.`); otherwise the
+    report is unreadable (the message shows the first word, or the whole table cell)."""
+    text = text.strip()
+    m = SCORE_VALUE.match(text)
+    if m is None:
+        if not text:
+            raise _Unreadable(f"SCORE {cid} has no score; give an integer from 0 to 10")
+        shown = text if whole else text.split()[0]
+        raise _Unreadable(f"SCORE {cid} is `{shown}`, not an integer from 0 to 10")
+    if m["d"] is not None and m["d"] != "10":
+        raise _Unreadable(f"SCORE {cid} is `{m[0]}`, not a score out of 10")
+    if not re.fullmatch(r"\d{1,2}", m["n"]) or int(m["n"]) > 10:
+        raise _Unreadable(f"SCORE {cid} is `{m[0]}`, not an integer from 0 to 10")
+    return int(m["n"])
+
+
+def _verdict(text: str) -> str | None:
+    """PASS or BLOCK from a verdict's value (`pass.`, `BLOCK — tests fail`, `PASS ✅`); None
+    when it is neither or not only one (`PASS|BLOCK`, `PASS or BLOCK`)."""
+    m = re.match(r"(pass|block)\b(.*)$", text.strip(" \t\"'[](){}<>"), re.I)
+    if m is None:
+        return None
+    rest = m[2].strip()
+    return m[1].upper() if not rest or rest[0] in "—–-:(,;.!" or not re.search(r"\w", rest) \
+        else None
 
 
 def feedback_for_generator(review: Review, report_path: str) -> str:

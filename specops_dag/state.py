@@ -105,6 +105,7 @@ class Usage(Model):
     cached_input_tokens: int = 0
     output_tokens: int = 0
     reasoning_output_tokens: int = 0
+    role: Literal["generator", "evaluator"] = "generator"  # whose session (a review round's)
 
 
 class Step(Model):
@@ -152,6 +153,8 @@ class Approval(Model):
     note: str = ""
     at: str
     revision: int = 0  # > 0: this decision changed an earlier one on the same gate
+    used_at: str | None = None  # when the action it allowed used it up (each push needs its own)
+    used_by: str | None = None  # what used it: `push feat-<delivery> <commit>`
 
 
 class Risk(Model):
@@ -368,7 +371,10 @@ class Store:
                 self.write(state)
 
     def write(self, state: Delivery) -> None:
+        from .reading import delivery_status  # standard library only, like this module's use
+
         state.status = derive_status(state.steps)
+        state.status = delivery_status(state)  # an open risk keeps a finished delivery blocked
         state.updated_at = now_iso()
         checked = Delivery.model_validate(state.model_dump(by_alias=True))
         write_json_atomic(self.index_path(state.phase), checked.model_dump(by_alias=True))

@@ -276,6 +276,8 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
         step.owner = None
         if result.usage is not None:
             step.usage.append(result.usage)
+        if result.review_usage is not None:
+            step.usage.append(result.review_usage)
         if result.validation is not None:
             step.validation_report = result.validation.as_metadata()
         if result.preparation is not None:

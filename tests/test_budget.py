@@ -55,7 +55,7 @@ def test_a_spent_delivery_budget_blocks_every_further_call(tmp_path: Path) -> No
                               "codex call is made")
     assert requests_made(tmp_path) == 3  # the first attempt's three, none for the second
     status = json.loads(specops(root, "status", "d1", "--json").stdout)
-    assert status["tokens"] == {"delivery": 1200, "budget": 1000,
+    assert status["tokens"] == {"delivery": 1200, "budget": 1000, "cached_input": 0,
                                 "per_node": {"write": 1200, "review": 0}}
     text = specops(root, "status", "d1").stdout.splitlines()
     assert text[2].startswith("  ■  0 write            blocked    [1200 tokens] budget: ")

@@ -44,12 +44,18 @@ def test_a_handoff_file_no_completed_step_left_is_not_presented_as_the_delivery_
     assert ("summary of step 0 (write)", None) in prompt_parts(root, "review")
 
 
-def test_the_handoff_a_completed_step_registered_is_presented_until_it_changes(
-        tmp_path: Path) -> None:
+def completed_with_handoff(tmp_path: Path) -> Path:
+    """`write` completed after writing docs/phase/d1/handoff.md (so it registered it)."""
     root = agentic_root(tmp_path)
     write_tree(root, {"docs/phase/d1/handoff.md": "# from write\n"})
     new_agentic(root)
     completed_write(root)
+    return root
+
+
+def test_the_handoff_a_completed_step_registered_is_presented_until_it_changes(
+        tmp_path: Path) -> None:
+    root = completed_with_handoff(tmp_path)
     assert ("delivery handoff", "docs/phase/d1/handoff.md") in prompt_parts(root, "review")
     (root / "docs/phase/d1/handoff.md").write_text("# rewritten by review's failed attempt\n")
     assert ("delivery handoff", "docs/phase/d1/handoff.md") not in prompt_parts(root, "review")
@@ -57,10 +63,7 @@ def test_the_handoff_a_completed_step_registered_is_presented_until_it_changes(
 
 def test_after_a_reopen_the_stale_handoff_of_the_reopened_step_is_not_presented(
         tmp_path: Path) -> None:
-    root = agentic_root(tmp_path)
-    write_tree(root, {"docs/phase/d1/handoff.md": "# from write\n"})
-    new_agentic(root)
-    completed_write(root)
+    root = completed_with_handoff(tmp_path)
     ops.reopen(Store(root), "d1", "write", "the notes miss the edge cases")
     assert [label for label, _ in prompt_parts(root, "review")] == [
         "AGENTS.md", "common work rules", "human feedback", "current step"]

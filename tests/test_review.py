@@ -105,17 +105,18 @@ def test_a_criterion_the_evaluator_did_not_score_blocks_a_pass(tmp_path: Path) -
                              "acceptance-criteria-covered 3/8; not scored: no-scope-creep")
 
 
-def test_a_message_without_a_review_block_is_saved_marked_and_blocks(tmp_path: Path) -> None:
+def test_a_message_without_a_review_block_is_saved_marked_and_is_malformed(
+        tmp_path: Path) -> None:
     message = "VERDICT: PASS\nEverything looks great."
     assert extract_review_block(message) is None
     path = saved(tmp_path, message)
     assert path.read_text() == ("MALFORMED: no <<<REVIEW … >>> block in the evaluator's last "
                                 "message\n\nVERDICT: PASS\nEverything looks great.\n")
     review = read_review(path, CRITERIA)
-    assert (review.verdict, review.scores) == ("BLOCK", {})
+    assert (review.verdict, review.scores, review.passed) == ("MALFORMED", {}, False)
     assert review.failures == tuple(c.id for c in CRITERIA)
     assert review.reason == ("malformed report: no <<<REVIEW … >>> block in the evaluator's last "
-                             "message")
+                             "message; excerpt: VERDICT: PASS Everything looks great.")
 
 
 def test_an_empty_last_message_is_saved_with_a_note(tmp_path: Path) -> None:
@@ -131,8 +132,8 @@ def test_an_empty_last_message_is_saved_with_a_note(tmp_path: Path) -> None:
     ("VERDICT: PASS\nSCORE speed: 9 — fast",
      "SCORE for unknown criterion `speed` (criteria: acceptance-criteria-covered, "
      "tests-prove-behaviour, no-scope-creep)"),
-    ("VERDICT: PASS\nSCORE no-scope-creep: 8/10 — x",
-     "SCORE no-scope-creep is `8/10`, not an integer from 0 to 10"),
+    ("VERDICT: PASS\nSCORE no-scope-creep: 8.5 — x",
+     "SCORE no-scope-creep is `8.5`, not an integer from 0 to 10"),
     ("VERDICT: PASS\nSCORE no-scope-creep: 11 — x",
      "SCORE no-scope-creep is `11`, not an integer from 0 to 10"),
     ("VERDICT: PASS\nSCORE no-scope-creep: <0-10> — <one-line evidence>",
@@ -142,15 +143,15 @@ def test_an_empty_last_message_is_saved_with_a_note(tmp_path: Path) -> None:
      "<evidence>`"),
     ("VERDICT: PASS\nSCORE no-scope-creep: 9 — a\nSCORE no-scope-creep: 7 — b",
      "criterion `no-scope-creep` is scored twice"),
-], ids=["no-verdict", "template-verdict", "two-verdicts", "unknown-criterion", "fraction",
+], ids=["no-verdict", "template-verdict", "two-verdicts", "unknown-criterion", "decimal",
         "above-ten", "template-score", "no-colon", "scored-twice"])
-def test_a_malformed_report_blocks_with_the_problem_named(tmp_path: Path, block: str,
-                                                          reason: str) -> None:
+def test_a_malformed_report_is_malformed_with_the_problem_named(tmp_path: Path, block: str,
+                                                                reason: str) -> None:
     path = saved(tmp_path, f"<<<REVIEW\n{block}\n>>>")
     review = read_review(path, CRITERIA)
-    assert (review.verdict, review.scores) == ("BLOCK", {})
+    assert (review.verdict, review.scores) == ("MALFORMED", {})
     assert review.failures == tuple(c.id for c in CRITERIA)
-    assert review.reason == f"malformed report: {reason}"
+    assert review.reason == f"malformed report: {reason}; excerpt: {' '.join(block.split())}"
 
 
 def test_the_last_of_several_review_blocks_wins(tmp_path: Path) -> None:
@@ -177,7 +178,7 @@ def test_a_stale_report_of_the_same_round_is_overwritten_never_read(tmp_path: Pa
     fresh = saved(tmp_path, "I could not finish the review.", round_no=2)
     assert fresh == stale
     assert fresh.read_text().startswith("MALFORMED: ")
-    assert read_review(fresh, CRITERIA).verdict == "BLOCK"
+    assert read_review(fresh, CRITERIA).verdict == "MALFORMED"
     assert sorted(p.name for p in fresh.parent.iterdir()) == ["build-r2-report.md"]
 
 
@@ -221,7 +222,8 @@ def test_the_feedback_of_a_malformed_report_says_so(tmp_path: Path) -> None:
     review = read_review(saved(tmp_path, "no block here"), CRITERIA)
     first = feedback_for_generator(review, "r.md").splitlines()[0]
     assert first == ("review round 1 blocked: malformed report: no <<<REVIEW … >>> block in the "
-                     "evaluator's last message; read the full report at r.md")
+                     "evaluator's last message; excerpt: no block here; read the full report at "
+                     "r.md")
 
 
 def test_the_prompt_section_lists_read_paths_criteria_and_the_exact_block_format() -> None:

@@ -97,19 +97,42 @@ def test_max_rounds_without_a_pass_is_an_error(tmp_path: Path) -> None:
     assert store.read("d1").get_step("write").status == "error"
 
 
-def test_a_malformed_report_is_a_block_with_a_clear_reason(tmp_path: Path) -> None:
+def test_a_malformed_report_is_asked_for_again_in_the_same_round_and_never_charged(
+        tmp_path: Path) -> None:
     store = review_root(tmp_path)
     nodes = {"write": [{"literal": {}}],
-             "write.review": [{"literal": {"review": "Looks great to me!"}}]}
+             "write.review": [{"literal": {"review": "Looks great to me!"}},
+                              verdict("PASS", 9, 7)]}
     with replay(tmp_path, nodes) as server:
         outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
-    assert outcome.status == "failed"
+    assert outcome.status == "completed"
+    record = store.read("d1").get_step("write").reviews[0]
+    assert (record["round"], record["verdict"], record["reasked"]) == (
+        1, "PASS", "malformed report: no <<<REVIEW … >>> block in the evaluator's last message; "
+                   "excerpt: Looks great to me!")
+    reviews = store.root / "phases/d1/write/reviews"
+    assert "Your review could not be read (malformed report: no <<<REVIEW" in (
+        reviews / "write-r1-reask-prompt.md").read_text()
+    assert (reviews / "sessions/write-r1.last-message.md").read_text() == "Looks great to me!"
+
+
+def test_a_report_unreadable_twice_blocks_the_step_and_is_not_charged_to_the_generator(
+        tmp_path: Path) -> None:
+    store = review_root(tmp_path)
+    nodes = {"write": [{"literal": {}}],
+             "write.review": [{"literal": {"review": "Looks great to me!"}},
+                              {"literal": {"review": "<<<REVIEW\nVERDICT: PASS\nVERDICT: BLOCK\n>>>"}}]}
+    with replay(tmp_path, nodes) as server:
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    reason = ("review round 1: the evaluator's report could not be read twice (malformed report: "
+              "2 VERDICT lines; give exactly one; excerpt: VERDICT: PASS VERDICT: BLOCK); it is not "
+              "charged to the generator: read phases/d1/write/reviews/write-r1-report.md, then "
+              "`specops resume d1 write`")
+    assert (outcome.status, outcome.message) == ("environment", f"blocked: {reason}")
     step = store.read("d1").get_step("write")
-    assert step.reviews[0]["reason"] == ("malformed report: no <<<REVIEW … >>> block in the "
-                                         "evaluator's last message")
+    assert (step.status, step.blocked_reason, step.last_failure) == ("blocked", reason, None)
     report = store.root / "phases/d1/write/reviews/write-r1-report.md"
-    assert report.read_text().splitlines()[0] == ("MALFORMED: no <<<REVIEW … >>> block in the "
-                                                  "evaluator's last message")
+    assert report.read_text() == "VERDICT: PASS\nVERDICT: BLOCK\n"
 
 
 def test_an_evaluator_that_tries_to_write_is_stopped_by_the_sandbox(tmp_path: Path) -> None:
