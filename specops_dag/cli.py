@@ -45,7 +45,8 @@ def fail_cleanly(fn):
 
 
 @click.group()
-@click.option("--root", envvar="SPECOPS_ROOT", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--root", envvar="SPECOPS_ROOT",
+              type=click.Path(file_okay=False, exists=True, path_type=Path),
               default=".", show_default=True, help="Harness root (env SPECOPS_ROOT).")
 @click.pass_context
 def main(ctx: click.Context, root: Path) -> None:
@@ -215,7 +216,8 @@ def render_dry_run(store: Store, delivery: str, node: str | None, as_json: bool)
 @click.argument("delivery")
 @click.option("--executor", type=click.Choice(["multiprocess", "in_process"]),
               default="multiprocess", show_default=True, help="Dagster executor for the run.")
-@click.option("--timeout", "timeout_s", type=float, default=6 * 3600, show_default=True,
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
+              default=6 * 3600, show_default=True,
               help="Deadline in seconds for the whole run.")
 @click.option("--dry-run", "dry", is_flag=True, help="Print the next prompt's parts; change "
               "nothing.")
@@ -253,11 +255,12 @@ def run_delivery(root: Path, delivery: str, executor: str, timeout_s: float) -> 
     store = Store(root)
     state = store.read(delivery)
     home = resolve_dagster_home(root)
-    register_delivery(home, delivery)
     log_dir = store.delivery_dir(delivery) / "runs"
-    # One `specops run` per delivery at a time: a second one reports the conflict at once.
+    # One `specops run` per delivery at a time: a second one reports the conflict at once,
+    # before it imports Dagster to register the partition.
     with Store(root, lock_timeout_s=0).lock(f"{delivery}/.run.lock",
                                             f"delivery `{delivery}` (another `specops run`)"):
+        register_delivery(home, delivery)
         click.echo(f"running {job_name(state.workflow)} for {delivery} (DAGSTER_HOME={home}); "
                    f"log: {log_dir / 'dagster-run.err'}")
         result = execute_job(root, home, state.workflow, delivery, executor, timeout_s, log_dir)

@@ -86,6 +86,7 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
     repo_path = (target or store.root).resolve()
     if not repo_path.is_dir():
         raise UsageError(f"--target {target}: not a directory; pass the .NET repository to change")
+    store.read_index()  # a broken phases/index.json stops `new` before anything is written
     if before_write is not None:
         before_write()
     store.phases.mkdir(parents=True, exist_ok=True)
@@ -230,7 +231,9 @@ def current_owner() -> Owner:
 def reopen(store: Store, delivery: str, node: str, reason: str = "") -> list[str]:
     """Node + transitive downstream → pending; their handoffs move to `revisions`."""
     with store.transaction(delivery) as state:
-        state.get_step(node)
+        if state.get_step(node).status == "pending":
+            raise StateError(f"step `{node}` of `{delivery}` is `pending`: there is nothing to "
+                             f"reopen; `specops run {delivery}` runs it")
         names = downstream_of(state, node)
         for name in names:
             step = state.get_step(name)

@@ -117,6 +117,12 @@ def export_tree(target: Path, delivery: str, into: Path) -> Path:
     return tree
 
 
+def index_lock(worktree: Path) -> Path | None:
+    """The worktree's `index.lock`, if one is left: every later git write would fail on it."""
+    lock = Path(_git().Repo(worktree).git_dir) / "index.lock"
+    return lock if lock.exists() else None
+
+
 def head(worktree: Path) -> str:
     return _git().Repo(worktree).head.commit.hexsha
 

@@ -38,7 +38,7 @@ def parse(argv: list[str]) -> tuple[Path, str, list[str], bool] | None:
             or argv.count("--json") > 1:
         return None
     path = Path(root)
-    if path.exists() and not path.is_dir():
+    if not path.is_dir():  # a missing or non-folder root: click says exactly what is wrong
         return None
     return path.resolve(), argv[0], args, "--json" in argv
 

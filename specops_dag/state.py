@@ -235,13 +235,22 @@ def migrate(data: dict, where: str) -> dict:
     return data
 
 
+MAX_STATE_BYTES = 64 << 20  # a 3,000-node delivery's state is a few MiB
+
+
 def read_model(path: Path, where: str, model: type[M]) -> M:
     """A state file parsed and validated, or a StateError naming the file, the field and the fix."""
     try:
+        if path.stat().st_size > MAX_STATE_BYTES:
+            raise StateError(f"{where}: larger than {MAX_STATE_BYTES:,} bytes, more than any "
+                             "state specops writes; restore it from git")
         text = path.read_text(encoding="utf-8")
         data = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise StateError(f"{where}: not valid JSON ({err}); restore it from git") from err
+    except RecursionError:
+        raise StateError(f"{where}: nested too deeply to be a specops state file; restore it "
+                         "from git") from None
     try:  # only a `\u` escape can hold a lone surrogate: files without one skip the re-dump
         if "\\u" in text:
             json.dumps(data, ensure_ascii=False).encode("utf-8")

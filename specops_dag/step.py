@@ -34,6 +34,13 @@ from .reading import (
 from .state import Delivery, FileRef, Step, Store, Usage, move, now_iso
 
 AVAILABLE_EXECUTORS = ("command", "codex")
+METADATA_PENDING = "pending"  # commits.metadata between completion and the metadata commit
+
+
+def _git_error() -> type[Exception]:
+    import git  # GitPython loads on first use
+
+    return git.GitCommandError
 
 # completed/reused: materialize; blocked/skipped: no materialization; failed: retry;
 # error/environment: stop without retry.
@@ -64,6 +71,7 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
              settings: AgentSettings | None = None,
              max_attempts: int = MAX_ATTEMPTS) -> StepOutcome:
     """Run the next attempt of `node` if it may run; otherwise say why not. Never fakes success."""
+    finish_interrupted_metadata(store, delivery, node)
     claim = claim_step(store, delivery, node, workflow, max_attempts)
     if isinstance(claim, StepOutcome):
         return claim
@@ -142,6 +150,12 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
             step.base_commit = head_commit(workdir(store, state))
         step.owner = current_owner()
         step.consumed = upstream_handoffs(state, step)
+        now = {ref.path: sha256_file(store.root / ref.path) for ref in step.consumed.values()}
+        changed = [f"{ref.path} (registered {ref.sha256[:12]}, now {now[ref.path][:12]})"
+                   for ref in step.consumed.values() if now[ref.path] != ref.sha256]
+        if changed:  # reported, never refused (DESIGN §5): `specops status` shows it as drift
+            state.log("input drift", node, "upstream handoffs changed since they were "
+                      "registered: " + ", ".join(changed))
         state.log("attempt started", node, f"attempt {step.attempts}/{max_attempts}")
         return state.model_copy(deep=True), catalog
 
@@ -167,6 +181,10 @@ def prepare_worktree(store: Store, state: Delivery, step: Step) -> str | None:
             state.worktree = (path.relative_to(root).as_posix() if path.is_relative_to(root)
                               else str(path))
             state.branch = gitflow.branch_name(state.phase)
+        if lock := gitflow.index_lock(workdir(store, state)):
+            return (f"stale git lock: {lock} exists (a git command was killed while it held "
+                    f"it); if no git command is running in {workdir(store, state)}, remove it "
+                    f"(`rm {lock}`), then `specops resume {state.phase} {step.name}`")
         if step.attempts == 0 and step.started_at is None:  # a fresh start needs a clean tree
             gitflow.check_clean(workdir(store, state), state.phase, step.name)
         elif step.attempts == 0 and (left := gitflow.product_changes(workdir(store, state))):
@@ -253,13 +271,27 @@ def finish_attempt(store: Store, delivery: str, node: str, result: AttemptResult
         commit_metadata(store, delivery, node)
 
 
+def finish_interrupted_metadata(store: Store, delivery: str, node: str) -> None:
+    """A run killed between a step's completion and its metadata commit left the commit
+    pending: make it now, before anything else reads the step as done."""
+    if store.exists(delivery):
+        step = store.read(delivery).get_step(node)
+        if step.status == "completed" and step.commits.get("metadata") == METADATA_PENDING:
+            commit_metadata(store, delivery, node)
+
+
 def commit_metadata(store: Store, delivery: str, node: str) -> None:
     state = store.read(delivery)
     if not state.worktree:
         return
     step = state.get_step(node)
-    sha = gitflow.commit_metadata(workdir(store, state), store.delivery_dir(delivery), delivery,
-                                  node, step.attempts)
+    try:
+        sha = gitflow.commit_metadata(workdir(store, state), store.delivery_dir(delivery),
+                                      delivery, node, step.attempts)
+    except _git_error() as err:  # the step is completed; the next run commits again
+        raise gitflow.GitError(f"the metadata commit of `{node}` failed, the step stays "
+                               f"completed and the next `specops run {delivery}` commits it: "
+                               f"{err}") from err
     with store.transaction(delivery) as state:
         state.get_step(node).commits["metadata"] = sha
         state.log("metadata committed", node, sha or "nothing to commit")
@@ -290,7 +322,8 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
                 raise_risk(state, node, risk.relative_to(store.root).as_posix())
             if state.worktree:  # product first, so its SHA is in the metadata commit's state
                 step.commits = {"product": gitflow.commit_product(
-                    workdir(store, state), delivery, node, step.attempts), "metadata": None}
+                    workdir(store, state), delivery, node, step.attempts),
+                    "metadata": METADATA_PENDING}
             move(state, step, "completed", "run")
             step.handoff, step.last_failure, step.feedback = result.handoff, None, None
             handoff = workdir(store, state) / "docs" / "phase" / delivery / "handoff.md"

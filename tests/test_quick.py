@@ -251,6 +251,8 @@ def test_quick_status_reads_the_root_from_the_option_or_the_environment(
     monkeypatch.setenv("SPECOPS_ROOT", str(diamond_root))
     assert quick.answer(["status"]) == 0
     assert capsys.readouterr().out.startswith("d1 ")
+    assert quick.answer([f"--root={tmp_path / 'missing'}", "status"]) is None  # click's error
+    (tmp_path / "empty").mkdir()
     assert quick.answer([f"--root={tmp_path / 'empty'}", "status"]) == 0
     assert capsys.readouterr().out == ("no deliveries yet; create one with `specops new "
                                        "WORKFLOW DELIVERY --request TEXT`\n")

@@ -125,8 +125,8 @@ def test_a_write_that_fails_midway_leaves_the_previous_file_and_no_temp_file(
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", broken_replace)
-    with pytest.raises(OSError, match="disk full"):
-        ops.reopen(store, "d1", "a", "retry")
+    with pytest.raises(OSError, match="disk full"), store.transaction("d1") as state:
+        state.log("a change to write")
     assert store.index_path("d1").read_bytes() == before
     assert sorted(p.name for p in store.delivery_dir("d1").iterdir()) == [
         ".lock", "catalog.json", "index.json", "request.md", "snapshot"]

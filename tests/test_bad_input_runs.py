@@ -1,0 +1,200 @@
+"""Bad input found by the fault campaign (issue #22, item 5): each case exits 2 with a message
+naming what is wrong and how to fix it, and leaves the tree byte-identical."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from specops_dag import delivery as ops
+from specops_dag.catalog import definition_roots, load_catalog
+from specops_dag.state import Store
+
+from .conftest import VENV_BIN
+from .test_prompt import tree_state
+
+
+def specops(root: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("DAGSTER_HOME", "SPECOPS_ROOT")}
+    return subprocess.run([str(VENV_BIN / "specops"), "--root", str(root), *args], env=env,
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
+def created(root: Path) -> Store:
+    store = Store(root)
+    ops.new_delivery(store, load_catalog(definition_roots(root), display_base=root), "diamond",
+                     "d1", "Do it.")
+    return store
+
+
+def test_new_with_a_corrupt_delivery_index_creates_nothing(diamond_root: Path) -> None:
+    (diamond_root / "phases").mkdir()
+    (diamond_root / "phases/index.json").write_text("{not json")
+    before = tree_state(diamond_root)
+    result = specops(diamond_root, "new", "diamond", "d1", "--request", "Do it.")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: phases/index.json: not valid JSON (")
+    assert result.stderr.endswith("); restore it from git\n")
+    assert tree_state(diamond_root) == before
+    assert not (diamond_root / "phases/d1").exists()
+
+
+@pytest.mark.parametrize("timeout", ["-5", "0"])
+def test_run_with_a_timeout_that_is_not_positive_is_a_usage_error(
+        diamond_root: Path, timeout: str) -> None:
+    created(diamond_root)
+    before = tree_state(diamond_root)
+    result = specops(diamond_root, "run", "d1", "--timeout", timeout)
+    assert result.returncode == 2
+    assert result.stderr.endswith(f"Error: Invalid value for '--timeout': {float(timeout)} is not "
+                                  "in the range x>0.\n")
+    assert tree_state(diamond_root) == before
+
+
+def test_reopening_a_pending_node_is_refused_and_changes_nothing(diamond_root: Path) -> None:
+    created(diamond_root)
+    before = tree_state(diamond_root)
+    result = specops(diamond_root, "reopen", "d1", "b")
+    assert (result.returncode, result.stderr) == (
+        2, "error: step `b` of `d1` is `pending`: there is nothing to reopen; `specops run d1` "
+           "runs it\n")
+    assert tree_state(diamond_root) == before
+
+
+@pytest.mark.parametrize("args", [("status",), ("status", "d1"), ("dry-run", "d1"), ("check",)])
+def test_a_root_that_does_not_exist_is_a_usage_error(tmp_path: Path, args: tuple) -> None:
+    missing = tmp_path / "nowhere"
+    result = specops(missing, *args)
+    assert result.returncode == 2
+    assert result.stderr.endswith(f"Error: Invalid value for '--root': Directory '{missing}' "
+                                  "does not exist.\n")
+    assert not missing.exists()
+
+
+def test_a_state_file_nested_too_deeply_is_an_exact_error_not_a_traceback(
+        diamond_root: Path) -> None:
+    created(diamond_root)
+    (diamond_root / "phases/d1/index.json").write_text("[" * 100_000 + "]" * 100_000)
+    before = tree_state(diamond_root)
+    result = specops(diamond_root, "status", "d1")
+    assert (result.returncode, result.stderr) == (
+        2, "error: phases/d1/index.json: nested too deeply to be a specops state file; restore "
+           "it from git\n")
+    assert tree_state(diamond_root) == before
+
+
+def test_a_state_file_over_the_size_cap_is_an_exact_error(diamond_root: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from specops_dag import state
+
+    store = created(diamond_root)
+    monkeypatch.setattr(state, "MAX_STATE_BYTES", 1024)
+    with pytest.raises(state.StateError) as err:
+        store.read("d1")
+    assert err.value.message == ("phases/d1/index.json: larger than 1,024 bytes, more than any "
+                                 "state specops writes; restore it from git")
+
+
+def test_a_consumer_checks_its_upstream_handoffs_before_it_starts_and_reports_drift(
+        diamond_root: Path) -> None:
+    from specops_dag.reading import sha256_file
+    from specops_dag.step import run_step
+
+    store = created(diamond_root)
+    assert run_step(store, "d1", "a").status == "completed"
+    out = diamond_root / "phases/d1/a/out.txt"
+    registered = sha256_file(out)
+    out.write_text("edited by hand\n")
+    assert run_step(store, "d1", "b").status == "completed"  # reported, never refused
+    [event] = [e for e in store.read("d1").history if e.event == "input drift"]
+    assert (event.step, event.detail) == ("b", (
+        f"upstream handoffs changed since they were registered: phases/d1/a/out.txt (registered "
+        f"{registered[:12]}, now {sha256_file(out)[:12]})"))
+    status = specops(diamond_root, "status", "d1").stdout
+    assert "drift: b: input `a/result` phases/d1/a/out.txt changed since it was consumed" in status
+
+
+def test_a_stale_git_lock_blocks_the_step_with_the_fix_instead_of_burning_attempts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specops_dag.step import run_step
+
+    from .githarness import git_harness
+
+    monkeypatch.setenv("CALLS", str(tmp_path / "calls.log"))
+    root, _ = git_harness(tmp_path)
+    store = created(root)
+    assert run_step(store, "d1", "a").status == "completed"
+    worktree = (root / ".specops/worktrees/d1").resolve()
+    lock = (root / ".git/worktrees/d1/index.lock").resolve()
+    lock.write_text("")  # what a SIGKILLed `git commit` leaves
+    outcome = run_step(store, "d1", "b")
+    reason = (f"stale git lock: {lock} exists (a git command was killed while it held it); if "
+              f"no git command is running in {worktree}, remove it (`rm {lock}`), then "
+              "`specops resume d1 b`")
+    assert (outcome.status, outcome.message) == ("blocked", reason)
+    assert store.read("d1").get_step("b").attempts == 0
+    lock.unlink()
+    ops.resume(store, "d1", "b")
+    assert run_step(store, "d1", "b").status == "completed"
+
+
+def test_a_metadata_commit_interrupted_after_completion_is_made_on_the_next_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import git
+
+    from specops_dag import gitflow
+    from specops_dag.step import run_step
+
+    from .githarness import git_harness
+
+    monkeypatch.setenv("CALLS", str(tmp_path / "calls.log"))
+    root, _ = git_harness(tmp_path)
+    store = created(root)
+    real = gitflow.commit_metadata
+
+    def killed(*args: object) -> None:
+        raise KeyboardInterrupt  # the run dies between completion and the metadata commit
+
+    monkeypatch.setattr(gitflow, "commit_metadata", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_step(store, "d1", "a")
+    step = store.read("d1").get_step("a")
+    assert (step.status, step.commits["metadata"]) == ("completed", "pending")
+    monkeypatch.setattr(gitflow, "commit_metadata", real)
+    outcome = run_step(store, "d1", "a")
+    assert outcome.status == "reused"
+    sha = store.read("d1").get_step("a").commits["metadata"]
+    assert outcome.commits["metadata"] == sha
+    assert git.Repo(root).commit(sha).message == "[d1] a attempt 1: metadata"
+
+
+def test_a_failed_metadata_commit_fails_the_step_visibly_and_the_next_run_retries_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specops_dag.gitflow import GitError
+    from specops_dag.step import run_step
+
+    from .githarness import git_harness
+
+    monkeypatch.setenv("CALLS", str(tmp_path / "calls.log"))
+    root, _ = git_harness(tmp_path)
+    store = created(root)
+    import git
+
+    from specops_dag import gitflow
+
+    real = gitflow.commit_metadata
+
+    def refused(*args: object) -> None:
+        raise git.GitCommandError(["git", "add"], 128, b"fatal: Unable to create index.lock")
+
+    monkeypatch.setattr(gitflow, "commit_metadata", refused)
+    with pytest.raises(GitError) as err:
+        run_step(store, "d1", "a")
+    assert err.value.message.startswith("the metadata commit of `a` failed, the step stays "
+                                        "completed and the next `specops run d1` commits it: ")
+    monkeypatch.setattr(gitflow, "commit_metadata", real)
+    assert run_step(store, "d1", "a").status == "reused"
+    assert store.read("d1").get_step("a").commits["metadata"] not in (None, "pending")
