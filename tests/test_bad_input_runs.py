@@ -117,15 +117,21 @@ def test_a_consumer_checks_its_upstream_handoffs_before_it_starts_and_reports_dr
     assert "drift: b: input `a/result` phases/d1/a/out.txt changed since it was consumed" in status
 
 
-def test_a_stale_git_lock_blocks_the_step_with_the_fix_instead_of_burning_attempts(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from specops_dag.step import run_step
-
+def git_delivery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Store]:
+    """The git harness (diamond of commands writing product files) with delivery `d1`."""
     from .githarness import git_harness
 
     monkeypatch.setenv("CALLS", str(tmp_path / "calls.log"))
     root, _ = git_harness(tmp_path)
-    store = created(root)
+    return root, created(root)
+
+
+def test_a_stale_git_lock_blocks_the_step_with_the_fix_instead_of_burning_attempts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specops_dag.step import run_step
+
+
+    root, store = git_delivery(tmp_path, monkeypatch)
     assert run_step(store, "d1", "a").status == "completed"
     worktree = (root / ".specops/worktrees/d1").resolve()
     lock = (root / ".git/worktrees/d1/index.lock").resolve()
@@ -148,11 +154,8 @@ def test_a_metadata_commit_interrupted_after_completion_is_made_on_the_next_run(
     from specops_dag import gitflow
     from specops_dag.step import run_step
 
-    from .githarness import git_harness
 
-    monkeypatch.setenv("CALLS", str(tmp_path / "calls.log"))
-    root, _ = git_harness(tmp_path)
-    store = created(root)
+    root, store = git_delivery(tmp_path, monkeypatch)
     real = gitflow.commit_metadata
 
     def killed(*args: object) -> None:
@@ -176,11 +179,8 @@ def test_a_failed_metadata_commit_fails_the_step_visibly_and_the_next_run_retrie
     from specops_dag.gitflow import GitError
     from specops_dag.step import run_step
 
-    from .githarness import git_harness
 
-    monkeypatch.setenv("CALLS", str(tmp_path / "calls.log"))
-    root, _ = git_harness(tmp_path)
-    store = created(root)
+    root, store = git_delivery(tmp_path, monkeypatch)
     import git
 
     from specops_dag import gitflow
