@@ -18,6 +18,7 @@ from .budget import budget_spent
 from .catalog import Catalog
 from .codex import (
     AgentSettings,
+    CodexRun,
     agent_excludes,
     codex_argv,
     find_codex,
@@ -152,11 +153,7 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
                       settings=settings, delivery=state.phase, node=step.name,
                       idle_timeout_s=execution.idle_timeout_s, add_dirs=extra,
                       network=execution.network)
-    home = settings.codex_home or (str(store.root / ".specops" / "codex-home")
-                                   if settings.replay_url else None)
-    if home:
-        Path(home).mkdir(parents=True, exist_ok=True)
-        env["CODEX_HOME"] = home
+    use_codex_home(store, settings, env)
     with tempfile.TemporaryDirectory(prefix=".attempt-", dir=folder) as scratch:
         run = run_codex(argv, prompt.text, workdir=target, env=env, timeout_s=execution.timeout_s,
                         idle_timeout_s=execution.idle_timeout_s,
@@ -164,9 +161,7 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
                         stdout_path=Path(scratch) / "stdout.jsonl",
                         stderr_path=Path(scratch) / "stderr.txt")
     last.unlink(missing_ok=True)  # codex wrote it unredacted; the output file keeps it redacted
-    usage = Usage(attempt=step.attempts, thread_id=run.thread_id,
-                  **{k: run.usage.get(k, 0) for k in ("input_tokens", "cached_input_tokens",
-                                                      "output_tokens", "reasoning_output_tokens")})
+    usage = usage_of(run, step.attempts, "generator")
     write_json_atomic(folder / f"step{step.step}-output.json", {
         "attempt": step.attempts, "argv": [redact(a, secrets) for a in argv],
         "exit_code": run.process.exit_code, "timed_out": run.process.timed_out,
@@ -191,6 +186,25 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
         if review is not None:
             verdict = run_review(store, state, step, catalog, settings, verdict, *review)
     return replace(verdict, **common)
+
+
+TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens")
+
+
+def usage_of(run: CodexRun, attempt: int, role: str) -> Usage:
+    """The tokens of one codex session, as the state records them."""
+    return Usage(attempt=attempt, thread_id=run.thread_id, role=role,
+                 **{k: run.usage.get(k, 0) for k in TOKEN_FIELDS})
+
+
+def use_codex_home(store: Store, settings: AgentSettings, env: dict[str, str]) -> None:
+    """CODEX_HOME of an agent session: the configured one, else (for the replay agent) the
+    harness root's own; otherwise the user's, untouched."""
+    home = settings.codex_home or (str(store.root / ".specops" / "codex-home")
+                                   if settings.replay_url else None)
+    if home:
+        Path(home).mkdir(parents=True, exist_ok=True)
+        env["CODEX_HOME"] = home
 
 
 def prepare_dotnet(store: Store, state: Delivery, step: Step, target: Path,
@@ -255,9 +269,7 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
                                    "-reask")
         outcome.record["reasked"] = first.record["reason"]
     usage = outcome.usage if outcome is first else first.usage.model_copy(update={
-        k: getattr(first.usage, k) + getattr(outcome.usage, k)
-        for k in ("input_tokens", "cached_input_tokens", "output_tokens",
-                  "reasoning_output_tokens")})
+        k: getattr(first.usage, k) + getattr(outcome.usage, k) for k in TOKEN_FIELDS})
     record = {**outcome.record, "usage": usage.model_dump(exclude={"role", "attempt"})}
     if outcome.environment:
         return AttemptResult(False, outcome.environment, environment=True, review=record,
@@ -325,9 +337,7 @@ class ReviewSession:
                           workdir=self.repo, last_message=last, settings=settings,
                           delivery=state.phase, node=f"{step.name}.review",
                           idle_timeout_s=execution.idle_timeout_s, network=execution.network)
-        if settings.replay_url:
-            env["CODEX_HOME"] = settings.codex_home or str(store.root / ".specops" / "codex-home")
-            Path(env["CODEX_HOME"]).mkdir(parents=True, exist_ok=True)
+        use_codex_home(store, settings, env)
         before = gitflow.product_changes(self.repo) if state.worktree else []
         run = run_codex(argv, prompt, workdir=self.repo, env=env, timeout_s=execution.timeout_s,
                         idle_timeout_s=execution.idle_timeout_s,
@@ -342,10 +352,7 @@ class ReviewSession:
                 path.write_text(redact(path.read_text(encoding="utf-8", errors="replace"),
                                        secrets), encoding="utf-8")
         base.with_name(base.name + ".last-message.md").write_text(said, encoding="utf-8")
-        usage = Usage(attempt=self.round_no, thread_id=run.thread_id, role="evaluator",
-                      **{k: run.usage.get(k, 0) for k in ("input_tokens", "cached_input_tokens",
-                                                          "output_tokens",
-                                                          "reasoning_output_tokens")})
+        usage = usage_of(run, self.round_no, "evaluator")
         transcript = base.with_name(base.name + ".jsonl").relative_to(store.root).as_posix()
         if run.environment_error:
             review = Review("BLOCK", {}, (), run.environment_error, "")

@@ -182,7 +182,7 @@ def commit_metadata(worktree: Path, delivery_dir: Path, delivery: str, node: str
     dest = worktree / "phases" / delivery
     shutil.copytree(delivery_dir, dest, dirs_exist_ok=True,
                     ignore=lambda folder, names: [n for n in names if n in SCRATCH
-                                                  or n.startswith((".attempt-", ".review-"))
+                                                  or n.startswith(".attempt-")
                                                   or TRANSCRIPT.fullmatch(n)])
     paths = [f"phases/{delivery}"]
     if (worktree / "docs" / "phase" / delivery).exists():

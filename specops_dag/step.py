@@ -8,7 +8,7 @@ the lock, and records the verdict. Three calls in all per step; environment erro
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -71,8 +71,12 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
              settings: AgentSettings | None = None,
              max_attempts: int = MAX_ATTEMPTS) -> StepOutcome:
     """Run the next attempt of `node` if it may run; otherwise say why not. Never fakes success."""
-    finish_interrupted_metadata(store, delivery, node)
     claim = claim_step(store, delivery, node, workflow, max_attempts)
+    if isinstance(claim, StepOutcome) and claim.status == "reused" and claim.commits.get(
+            "metadata") == METADATA_PENDING:
+        # a run killed between the step's completion and its metadata commit: make it now
+        commit_metadata(store, delivery, node)
+        return replace(claim, commits=store.read(delivery).get_step(node).commits)
     if isinstance(claim, StepOutcome):
         return claim
     state, catalog = claim
@@ -269,15 +273,6 @@ def finish_attempt(store: Store, delivery: str, node: str, result: AttemptResult
     """Record the verdict; on success commit product then metadata on feat-<delivery>."""
     if _record(store, delivery, node, result, final) and result.ok:
         commit_metadata(store, delivery, node)
-
-
-def finish_interrupted_metadata(store: Store, delivery: str, node: str) -> None:
-    """A run killed between a step's completion and its metadata commit left the commit
-    pending: make it now, before anything else reads the step as done."""
-    if store.exists(delivery):
-        step = store.read(delivery).get_step(node)
-        if step.status == "completed" and step.commits.get("metadata") == METADATA_PENDING:
-            commit_metadata(store, delivery, node)
 
 
 def commit_metadata(store: Store, delivery: str, node: str) -> None:
