@@ -8,6 +8,7 @@ gets one `DefinitionError`. Reading only: nothing here writes a file.
 from __future__ import annotations
 
 import heapq
+import os
 import re
 import types
 import typing
@@ -138,11 +139,8 @@ class _Loader:
         if real == BUILTIN_REAL:
             return f"{BUILTIN_PREFIX}{rel}"
         full = real / rel
-        if ".." in rel or (full.is_symlink()):
-            try:
-                full = full.resolve()
-            except (OSError, RuntimeError):  # a symlink loop: name the link itself
-                pass
+        if ".." in rel:  # a symlinked definition is named by its link, never its target
+            full = Path(os.path.normpath(full))
         if self.display_base and full.is_relative_to(self.display_base):
             return str(full.relative_to(self.display_base))
         return str(full)

@@ -250,10 +250,13 @@ def run(ctx, delivery: str, executor: str, timeout_s: float, dry: bool, push: bo
 
 
 def run_delivery(root: Path, delivery: str, executor: str, timeout_s: float) -> int:
-    from .launch import execute_job, job_name, register_delivery, resolve_dagster_home
+    from .launch import (execute_job, fail_orphaned_runs, job_name, register_delivery,
+                         resolve_dagster_home)
 
     store = Store(root)
     state = store.read(delivery)
+    with store.lock(f"{delivery}/.lock", f"phases/{delivery}/index.json"):
+        pass  # a state lock that cannot be taken is said here, not in a step's traceback
     home = resolve_dagster_home(root)
     log_dir = store.delivery_dir(delivery) / "runs"
     # One `specops run` per delivery at a time: a second one reports the conflict at once,
@@ -261,6 +264,9 @@ def run_delivery(root: Path, delivery: str, executor: str, timeout_s: float) -> 
     with Store(root, lock_timeout_s=0).lock(f"{delivery}/.run.lock",
                                             f"delivery `{delivery}` (another `specops run`)"):
         register_delivery(home, delivery)
+        for run_id in fail_orphaned_runs(home, delivery):
+            click.echo(f"marked Dagster run {run_id} failed: its process was gone (killed)",
+                       err=True)
         click.echo(f"running {job_name(state.workflow)} for {delivery} (DAGSTER_HOME={home}); "
                    f"log: {log_dir / 'dagster-run.err'}")
         result = execute_job(root, home, state.workflow, delivery, executor, timeout_s, log_dir)

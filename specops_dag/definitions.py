@@ -22,6 +22,7 @@ from .codex import AgentSettings
 from .definition import Node, Workflow
 from .errors import SpecopsError
 from .launch import PARTITIONS, job_name
+from .process import end_with_run
 from .reading import sha256_file
 
 if TYPE_CHECKING:
@@ -193,6 +194,7 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinitio
     )
     def _node(context: dg.AssetExecutionContext, specops: SpecopsResource):
         delivery = context.partition_key
+        end_with_run()  # a multiprocess step worker must not outlive a killed run
         try:
             outcome = specops.run_step(delivery, wf.id, node.id)
         except SpecopsError as err:
@@ -234,8 +236,17 @@ def deliveries_of(instance: dg.DagsterInstance, store: "Store",
                   catalog: Catalog) -> "list[Delivery]":
     """Deliveries that are partitions of this instance and run a workflow of this location."""
     known = set(instance.get_dynamic_partitions(PARTITIONS))
-    return [store.read(e.id) for e in store.read_index().deliveries
-            if e.id in known and e.workflow in catalog.workflows]
+    states = [store.read(e.id) for e in store.read_index().deliveries
+              if e.id in known and e.workflow in catalog.workflows]
+    return [s for s in states if same_graph(s, catalog.workflows[s.workflow])]
+
+
+def same_graph(state: "Delivery", wf: Workflow) -> bool:
+    """Whether this location's job can run the delivery's snapshot: the same nodes and needs.
+    A delivery whose workflow changed since `specops new` runs only through `specops run`, which
+    executes the snapshot itself."""
+    return ({s.name: sorted(s.needs) for s in state.steps}
+            == {n.id: sorted(n.needs) for n in wf.nodes})
 
 
 def nightly_schedule(catalog: Catalog) -> dg.ScheduleDefinition:
@@ -314,8 +325,22 @@ def long_lived_build() -> Iterator[None]:
             gc.enable()
 
 
-def build_definitions(root: Path) -> dg.Definitions:
-    catalog = load_catalog(definition_roots(root), display_base=root)
+# Set by `specops run` for its `dagster job execute`: the run's code is the delivery's frozen
+# snapshot (`phases/<d>/snapshot/`), so a definition changed, broken or deleted since
+# `specops new` is drift in `status`, never a failed or silently different run.
+SNAPSHOT_OF = "SPECOPS_SNAPSHOT_OF"
+
+
+def build_definitions(root: Path, delivery: str | None = None) -> dg.Definitions:
+    """The location's definitions: the current ones, or the delivery's snapshot only."""
+    if delivery:
+        snapshot = root / "phases" / delivery / "snapshot"
+        if not snapshot.is_dir():
+            raise SpecopsError(f"{snapshot}: delivery `{delivery}` has no snapshot folder; "
+                               f"`specops status {delivery}` tells what is wrong with it")
+        catalog = load_catalog([snapshot], display_base=root)
+    else:
+        catalog = load_catalog(definition_roots(root), display_base=root)
     assets, jobs = [], []
     for wf in catalog.workflows.values():
         wf_assets = [node_asset(catalog, wf, node) for node in wf.nodes]
@@ -333,6 +358,6 @@ def harness_root() -> Path:
 
 
 with long_lived_build():
-    defs = build_definitions(harness_root())
+    defs = build_definitions(harness_root(), os.environ.get(SNAPSHOT_OF) or None)
 
 __all__ = ["defs", "build_definitions", "deliveries"]

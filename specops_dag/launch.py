@@ -43,6 +43,53 @@ def register_delivery(home: Path, delivery: str) -> None:
             instance.add_dynamic_partitions(PARTITIONS, [delivery])
 
 
+HOST_TAG = "specops/host"
+
+
+def fail_orphaned_runs(home: Path, delivery: str) -> list[str]:
+    """Mark failed the delivery's runs that Dagster still shows STARTING or STARTED although the
+    process that ran them is gone (a killed `dagster job execute` or run worker never reports
+    its end). Called by `specops run` under the delivery's run lock. A run is judged by the pid
+    of its first event, on this host: runs tagged with another host are left alone, and so are
+    untagged runs of a non-SQLite instance (which may run anywhere). Returns the run ids."""
+    import socket
+
+    import dagster as dg
+    import psutil
+
+    os.environ["DAGSTER_HOME"] = str(home)
+    host = socket.gethostname()
+    failed = []
+    with dg.DagsterInstance.get() as instance:
+        local = type(instance.run_storage).__name__.startswith("Sqlite")
+        runs = instance.get_runs(filters=dg.RunsFilter(
+            tags={"dagster/partition": delivery},
+            statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]))
+        for run in runs:
+            tagged = run.tags.get(HOST_TAG)
+            if tagged != host and (tagged is not None or not local):
+                continue
+            events = instance.all_logs(run.run_id)
+            pids = [(e.dagster_event.pid, e.timestamp) for e in events
+                    if e.dagster_event is not None and e.dagster_event.pid]
+            if pids and _alive_since(*pids[0], psutil):
+                continue
+            instance.report_run_failed(run, f"specops: the process that ran this run "
+                                       f"(pid {pids[0][0] if pids else 'unknown'}) is gone; "
+                                       f"marked failed by the next `specops run {delivery}`")
+            failed.append(run.run_id)
+    return failed
+
+
+def _alive_since(pid: int, stamp: float, psutil) -> bool:
+    """Whether `pid` is a live process started no later than `stamp` (not a reused pid)."""
+    try:
+        proc = psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= stamp + 1
+    except psutil.NoSuchProcess:
+        return False
+
+
 def report_reopened(home: Path, workflow: str, delivery: str, nodes: list[str],
                     reason: str) -> None:
     """A runless failed `handoff_current` check per reopened (asset, partition), so the UI shows
@@ -64,9 +111,12 @@ def job_name(workflow: str) -> str:
 
 
 def job_execute_argv(workflow: str, delivery: str, config: Path | None = None) -> list[str]:
+    import socket
+
+    tags = {"dagster/partition": delivery, HOST_TAG: socket.gethostname()}
     argv = [str(Path(sys.executable).parent / "dagster"), "job", "execute",
             "-m", "specops_dag.definitions", "-j", job_name(workflow),
-            "--tags", json.dumps({"dagster/partition": delivery})]
+            "--tags", json.dumps(tags)]
     return argv + (["-c", str(config)] if config else [])
 
 
@@ -76,7 +126,8 @@ def execute_job(root: Path, home: Path, workflow: str, delivery: str, executor: 
     log_dir.mkdir(parents=True, exist_ok=True)
     config = log_dir / "run_config.yaml"
     config.write_text(f"execution:\n  config:\n    {executor}: {{}}\n", encoding="utf-8")
-    env = {**os.environ, "DAGSTER_HOME": str(home), "SPECOPS_ROOT": str(root.resolve())}
+    env = {**os.environ, "DAGSTER_HOME": str(home), "SPECOPS_ROOT": str(root.resolve()),
+           "SPECOPS_SNAPSHOT_OF": delivery}  # the run's code is the delivery's snapshot
     return run_process(job_execute_argv(workflow, delivery, config), cwd=root, env=env,
                        deadline_s=deadline_s, stdout_path=log_dir / "dagster-run.out",
                        stderr_path=log_dir / "dagster-run.err")

@@ -4,6 +4,12 @@
 (suspended while the child reports an operation running) with a cap per operation, writes output
 to files (never pipes that can fill up) and kills the whole process tree on expiry: descendants
 are snapshotted first because tools may start their own sessions.
+
+No child outlives us however we end (issue #22): each child starts in its own session with a
+small reaper beside it (`REAPER`, in a session of its own) that holds the read end of a pipe only
+we write to. When we exit, are killed or close it after the child ended, the reaper wakes and
+ends every process left in the child's session and their descendants. A Dagster multiprocess
+step worker also ends itself when the run process that started it is gone (`end_with_run`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,102 @@ from .errors import ToolMissing
 KILL_GRACE_S = 2.0
 PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+# Run by `python -I -S -c REAPER <session> <fd>`: block until the pipe closes, then SIGTERM and
+# (after the grace) SIGKILL every process of the session and their descendants.
+REAPER = r"""
+import os, signal, sys, time
+sid, fd = int(sys.argv[1]), int(sys.argv[2])
+try:
+    while os.read(fd, 1):
+        pass
+except OSError:
+    pass
+
+def left():
+    parents, members = {}, set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == b"Z":
+            continue
+        parents[int(name)] = int(fields[1])
+        if int(fields[3]) == sid:
+            members.add(int(name))
+    grew = True
+    while grew:
+        more = {p for p, pp in parents.items() if pp in members} - members
+        members |= more
+        grew = bool(more)
+    return members
+
+for sig, grace in ((signal.SIGTERM, %(grace)r), (signal.SIGKILL, %(grace)r)):
+    victims = left()
+    if not victims:
+        break
+    for pid in victims:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+    until = time.monotonic() + grace
+    while left() and time.monotonic() < until:
+        time.sleep(0.05)
+"""
+
+
+def _start_reaper(session: int) -> int:
+    """Start the reaper for `session`; return the write end of its pipe (close it to fire)."""
+    read, write = os.pipe()
+    try:
+        subprocess.Popen([sys.executable, "-I", "-S", "-c", REAPER % {"grace": KILL_GRACE_S},
+                          str(session), str(read)], pass_fds=(read,), start_new_session=True,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, cwd="/")
+    finally:
+        os.close(read)
+    return write
+
+
+def end_with_run() -> None:
+    """In a Dagster multiprocess step worker: SIGKILL this worker once the run process that
+    started it is gone (a killed `dagster job execute`), so the reapers of its children end
+    their trees within seconds. An in-process step needs nothing: it dies with the run."""
+    import multiprocessing
+
+    global _WATCHING
+    parent = multiprocessing.parent_process()
+    if parent is None or _WATCHING:
+        return
+    import threading
+
+    import psutil
+
+    try:
+        run = psutil.Process(parent.pid)
+    except psutil.NoSuchProcess:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return
+
+    def watch() -> None:
+        try:
+            while run.is_running() and run.status() != psutil.STATUS_ZOMBIE:
+                time.sleep(0.5)
+        except psutil.NoSuchProcess:
+            pass
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    _WATCHING = True
+    threading.Thread(target=watch, name="specops-end-with-run", daemon=True).start()
+
+
+_WATCHING = False
 
 
 def _die_with_parent() -> None:
@@ -99,10 +201,14 @@ def run_process(
                                   "the command") from e
             except PermissionError as e:
                 raise ToolMissing(f"`{argv[0]}` is not executable: {e}") from e
-            if stdin_data is not None:
-                _feed(proc, stdin_data)
-            limits = _Limits(deadline_s, idle_timeout_s, busy_timeout_s)
-            why, stopped = _wait(proc, started, limits, out, watch, busy)
+            reaper = _start_reaper(proc.pid)
+            try:
+                if stdin_data is not None:
+                    _feed(proc, stdin_data)
+                limits = _Limits(deadline_s, idle_timeout_s, busy_timeout_s)
+                why, stopped = _wait(proc, started, limits, out, watch, busy)
+            finally:
+                os.close(reaper)  # what the child left in its session ends now
         return ProcessResult(
             argv=tuple(argv), exit_code=proc.returncode if why == "exited" else None,
             stopped=stopped, timed_out=why == "deadline", idle_timed_out=why == "idle",

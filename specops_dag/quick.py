@@ -89,6 +89,8 @@ def status_text(root: Path, delivery: str | None, as_json: bool) -> str | None:
     if read is None:
         return None
     data, state = read
+    if reading.state_problem(state, delivery):
+        return None
     report = reading.status_report(root, state)
     if as_json:
         return json.dumps({**data, **report}, indent=2)
@@ -108,4 +110,6 @@ def dry_run_text(root: Path, delivery: str, node: str | None, as_json: bool) -> 
     from .prompt import pick_step, render_dry_run
 
     state = read[1]
+    if reading.state_problem(state, delivery):
+        return None
     return render_dry_run(root, state, pick_step(state, node), catalog, as_json)

@@ -309,3 +309,48 @@ def render_index(entries: list) -> str:
                 "TEXT`")
     return "\n".join(f"{e.id:<24} {e.workflow:<18} {e.status:<10} updated {e.updated_at}"
                      for e in entries)
+
+
+def state_problem(state, delivery: str) -> str | None:
+    """What the schema cannot see in a (possibly hand-edited) state file of `delivery` (the
+    model, or `quick`'s view of the same JSON): it names its own delivery, has steps with unique
+    names whose needs are earlier steps, and every recorded file lies inside the delivery."""
+    if state.phase != delivery:
+        return f"phase: `{state.phase}` but the file is delivery `{delivery}`'s"
+    if not state.steps:
+        return "steps: empty, a delivery has at least one step"
+    seen: dict[str, int] = {}
+    own = f"phases/{delivery}/"
+    for i, step in enumerate(state.steps):
+        if step.name in seen:
+            return f"steps[{i}].name: `{step.name}` is also steps[{seen[step.name]}]; step names " \
+                   "are unique"
+        for need in step.needs:
+            if need not in seen:
+                known = "a later step" if any(s.name == need for s in state.steps) else "no step"
+                return f"steps[{i}].needs: `{need}` is {known} of this delivery (needs name " \
+                       "earlier steps)"
+        seen[step.name] = i
+        refs = [(f"steps[{i}].{field}.{port}", ref) for field in ("handoff", "consumed")
+                for port, ref in getattr(step, field).items()]
+        refs += [(f"steps[{i}].revisions[{r}].{field}.{port}", ref)
+                 for r, rev in enumerate(step.revisions) for field in ("handoff", "consumed")
+                 for port, ref in getattr(rev, field).items()]
+        for field, ref in refs:
+            if not inside(ref.path, own):
+                return f"{field}.path: `{ref.path}` is outside the delivery (handoffs live " \
+                       f"under {own})"
+    for i, risk in enumerate(state.risks):
+        if not inside(risk.path, own):
+            return f"risks[{i}].path: `{risk.path}` is outside the delivery (risks live under " \
+                   f"{own})"
+    for i, f in enumerate(state.snapshot.files):
+        copy = getattr(f, "copy_path", None) or f.copy  # the model's name, or the JSON's
+        if not inside(copy, "snapshot/"):
+            return f"snapshot.files[{i}].copy: `{copy}` is outside {own}snapshot/"
+    return None
+
+
+def inside(path: str, folder: str) -> bool:
+    """Whether the relative POSIX `path` lies under `folder` with no `..`, `.` or empty part."""
+    return path.startswith(folder) and all(p not in ("", ".", "..") for p in path.split("/"))

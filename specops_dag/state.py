@@ -267,6 +267,16 @@ def read_model(path: Path, where: str, model: type[M]) -> M:
                          "the file or restore it from git") from err
 
 
+def check_delivery(state: Delivery, delivery: str, where: str) -> Delivery:
+    """The state's own rules, checked before any use (see `reading.state_problem`)."""
+    from .reading import state_problem  # standard library only, like this module's use
+
+    problem = state_problem(state, delivery)
+    if problem:
+        raise StateError(f"{where}: {problem}; fix the file or restore it from git")
+    return state
+
+
 def write_json_atomic(path: Path, data: dict) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
@@ -332,7 +342,7 @@ class Store:
         if not path.is_file():
             raise UsageError(f"unknown delivery `{delivery}`: {where} not found; list deliveries "
                              "with `specops status` or create one with `specops new`")
-        return read_model(path, where, Delivery)
+        return check_delivery(read_model(path, where, Delivery), delivery, where)
 
     def read_index(self) -> Index:
         path = self.phases / "index.json"
@@ -347,7 +357,14 @@ class Store:
         self.phases.mkdir(parents=True, exist_ok=True)
         path = self.phases / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+        except IsADirectoryError:
+            rel = path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) \
+                else str(path)
+            raise StateError(f"{rel} is a folder, not the lock file specops takes; if no specops "
+                             f"command is running, remove it (`rm -r {path}`) and retry; nothing "
+                             "was changed") from None
         try:
             deadline = time.monotonic() + self.lock_timeout_s
             while True:

@@ -128,6 +128,10 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
         if workflow is not None and state.workflow != workflow:
             raise UsageError(f"delivery `{delivery}` runs workflow `{state.workflow}`, not "
                              f"`{workflow}`; launch `{state.workflow.replace('-', '_')}_job`")
+        if node not in {s.name for s in state.steps}:
+            raise UsageError(f"node `{node}` is not in delivery `{delivery}`: the workflow changed "
+                             f"after `specops new`; `specops run {delivery}` runs the delivery's "
+                             "snapshot")
         step = state.get_step(node)
         early = _not_runnable(store, state, step, max_attempts)
         if early is not None:
@@ -185,7 +189,13 @@ def prepare_worktree(store: Store, state: Delivery, step: Step) -> str | None:
             state.worktree = (path.relative_to(root).as_posix() if path.is_relative_to(root)
                               else str(path))
             state.branch = gitflow.branch_name(state.phase)
-        if lock := gitflow.index_lock(workdir(store, state)):
+        tree = workdir(store, state)
+        if not (tree / ".git").is_file():
+            return (f"the delivery's worktree {tree} is missing (deleted or moved); recreate it "
+                    f"from its branch with `git -C {target} worktree prune && git -C {target} "
+                    f"worktree add {tree} {state.branch or gitflow.branch_name(state.phase)}`, "
+                    f"then `specops resume {state.phase} {step.name}`")
+        if lock := gitflow.index_lock(tree):
             return (f"stale git lock: {lock} exists (a git command was killed while it held "
                     f"it); if no git command is running in {workdir(store, state)}, remove it "
                     f"(`rm {lock}`), then `specops resume {state.phase} {step.name}`")

@@ -3,6 +3,7 @@ naming what is wrong and how to fix it, and leaves the tree byte-identical."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -198,3 +199,126 @@ def test_a_failed_metadata_commit_fails_the_step_visibly_and_the_next_run_retrie
     monkeypatch.setattr(gitflow, "commit_metadata", real)
     assert run_step(store, "d1", "a").status == "reused"
     assert store.read("d1").get_step("a").commits["metadata"] not in (None, "pending")
+
+
+def edit_state(root: Path, change) -> None:
+    path = root / "phases/d1/index.json"
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data, indent=2))
+
+
+def duplicate_step(data: dict) -> None:
+    data["steps"].append({**data["steps"][1], "step": 4})
+
+
+def no_steps(data: dict) -> None:
+    data["steps"] = []
+
+
+def unknown_need(data: dict) -> None:
+    data["steps"][1]["needs"] = ["zz"]
+
+
+def later_need(data: dict) -> None:
+    data["steps"][1]["needs"] = ["d"]
+
+
+def handoff_outside(data: dict) -> None:
+    data["steps"][0]["handoff"] = {"out": {"path": "/etc/passwd", "sha256": "0" * 64}}
+
+
+def consumed_escaping(data: dict) -> None:
+    data["steps"][1]["consumed"] = {"up": {"path": "phases/d1/../../etc/passwd",
+                                           "sha256": "0" * 64}}
+
+
+def other_delivery(data: dict) -> None:
+    data["phase"] = "d2"
+
+
+def risk_outside(data: dict) -> None:
+    data["risks"] = [{"node": "a", "path": "/etc/shadow", "raised_at": "2026-12-01T00:00:00Z"}]
+
+
+FIX = "fix the file or restore it from git"
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (duplicate_step, "steps[4].name: `b` is also steps[1]; step names are unique"),
+    (no_steps, "steps: empty, a delivery has at least one step"),
+    (unknown_need, "steps[1].needs: `zz` is no step of this delivery (needs name earlier steps)"),
+    (later_need, "steps[1].needs: `d` is a later step of this delivery (needs name earlier "
+                 "steps)"),
+    (handoff_outside, "steps[0].handoff.out.path: `/etc/passwd` is outside the delivery "
+                      "(handoffs live under phases/d1/)"),
+    (consumed_escaping, "steps[1].consumed.up.path: `phases/d1/../../etc/passwd` is outside the "
+                        "delivery (handoffs live under phases/d1/)"),
+    (other_delivery, "phase: `d2` but the file is delivery `d1`'s"),
+    (risk_outside, "risks[0].path: `/etc/shadow` is outside the delivery (risks live under "
+                   "phases/d1/)"),
+])
+@pytest.mark.parametrize("command", [("status", "d1"), ("run", "d1"), ("dry-run", "d1")])
+def test_a_hand_edited_state_that_breaks_its_rules_is_refused_before_use(
+        diamond_root: Path, change, message: str, command: tuple[str, ...]) -> None:
+    created(diamond_root)
+    edit_state(diamond_root, change)
+    before = tree_state(diamond_root)
+    result = specops(diamond_root, *command)
+    assert (result.returncode, result.stderr) == (
+        2, f"error: phases/d1/index.json: {message}; {FIX}\n")
+    assert tree_state(diamond_root) == before
+
+
+def test_a_symlinked_definition_is_reported_under_the_link_not_its_target(
+        diamond_root: Path) -> None:
+    link = diamond_root / "workflow_defs/phases/p-b.yaml"
+    (diamond_root / "elsewhere").mkdir()
+    (diamond_root / "elsewhere/real-p-b.yaml").write_text("kind: phase\nid: [\n")
+    link.unlink()
+    link.symlink_to("../../elsewhere/real-p-b.yaml")
+    before = tree_state(diamond_root)
+    result = specops(diamond_root, "check")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0].startswith(
+        "workflow_defs/phases/p-b.yaml: invalid YAML at line 3, column 1: ")
+    assert tree_state(diamond_root) == before
+
+
+def test_a_missing_worktree_blocks_the_step_with_the_commands_that_recreate_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from specops_dag.step import run_step
+
+    root, store = git_delivery(tmp_path, monkeypatch)
+    assert run_step(store, "d1", "a").status == "completed"
+    worktree = (root / ".specops/worktrees/d1").resolve()
+    shutil.rmtree(worktree)
+    outcome = run_step(store, "d1", "b")
+    assert (outcome.status, outcome.message) == ("blocked", (
+        f"the delivery's worktree {worktree} is missing (deleted or moved); recreate it from its "
+        f"branch with `git -C {root.resolve()} worktree prune && git -C {root.resolve()} worktree "
+        f"add {worktree} feat-d1`, then `specops resume d1 b`"))
+    assert store.read("d1").get_step("b").attempts == 0
+    subprocess.run(["git", "-C", str(root), "worktree", "prune"], check=True)
+    subprocess.run(["git", "-C", str(root), "worktree", "add", "-q", str(worktree), "feat-d1"],
+                   check=True)
+    ops.resume(store, "d1", "b")
+    assert run_step(store, "d1", "b").status == "completed"
+
+
+def test_a_state_lock_that_became_a_folder_is_an_exact_error_before_the_run_starts(
+        diamond_root: Path) -> None:
+    created(diamond_root)
+    lock = diamond_root / "phases/d1/.lock"
+    if lock.exists():
+        lock.unlink()
+    lock.mkdir()
+    before = tree_state(diamond_root)
+    for command in (("run", "d1"), ("resume", "d1", "a"), ("approve", "d1", "scope")):
+        result = specops(diamond_root, *command)
+        assert (result.returncode, result.stderr) == (2, (
+            "error: phases/d1/.lock is a folder, not the lock file specops takes; if no specops "
+            f"command is running, remove it (`rm -r {lock}`) and retry; nothing was changed\n"))
+    assert tree_state(diamond_root) == before

@@ -1,0 +1,127 @@
+"""No step process outlives its run (issue #22 item 3): killing `dagster job execute` alone, the
+`specops run` above it, or its process group ends every step's process tree within seconds, and
+the Dagster run the kill left STARTED is marked failed by the next `specops run`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import dagster as dg
+import psutil
+import pytest
+
+from specops_dag.state import Store
+
+from .conftest import VENV_BIN, command_phase
+from .test_definitions import specops
+from .test_faults import SLEEP
+
+
+def sleepy(root: Path) -> str:
+    """Every phase of the diamond sleeps NAP seconds; its command line carries a marker."""
+    marker = f"marker-{root}"
+    ports = {"p-a": ({"request": "req"}, {"out": "a-out"}), "p-b": ({"up": "a-out"}, {"out": "b-out"}),
+             "p-c": ({"up": "a-out"}, {"out": "c-out"}),
+             "p-d": ({"left": "b-out", "right": "c-out"}, {"out": "d-out"})}
+    argv = SLEEP[:-1] + f", '{marker}']"
+    for pid, (ins, outs) in ports.items():
+        (root / f"workflow_defs/phases/{pid}.yaml").write_text(command_phase(pid, argv, ins, outs))
+    return marker
+
+
+def ours(root: Path, marker: str) -> list[psutil.Process]:
+    """Processes (not this test's) started for this harness root: by command line or env."""
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        if p.info["pid"] == os.getpid():
+            continue
+        try:
+            if marker in " ".join(p.info["cmdline"] or []) or (
+                    p.environ().get("SPECOPS_ROOT") == str(root)):
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return [p for p in found if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def wait_for(what, limit_s: float = 60.0):
+    deadline = time.monotonic() + limit_s
+    while not (found := what()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+    return found
+
+
+def start(env: dict[str, str], root: Path, executor: str) -> subprocess.Popen:
+    return subprocess.Popen([str(VENV_BIN / "specops"), "--root", str(root), "run", "d1",
+                             "--executor", executor], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def start_job_execute(env: dict[str, str], root: Path, executor: str) -> subprocess.Popen:
+    """`dagster job execute` as a user starts it, with no `specops run` above it."""
+    config = root.parent / "run.yaml"
+    config.write_text(f"execution:\n  config:\n    {executor}: {{}}\n")
+    return subprocess.Popen(
+        [str(VENV_BIN / "dagster"), "job", "execute", "-m", "specops_dag.definitions", "-j",
+         "diamond_job", "-c", str(config), "--tags", '{"dagster/partition": "d1"}'],
+        env={**env, "SPECOPS_ROOT": str(root)}, cwd=root, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def job_execute_of(run: subprocess.Popen) -> psutil.Process:
+    return wait_for(lambda: next((c for c in psutil.Process(run.pid).children()
+                                  if "execute" in c.cmdline()), None))
+
+
+@pytest.mark.parametrize(("executor", "kill"), [
+    ("multiprocess", "job-execute"), ("in_process", "job-execute"),
+    ("multiprocess", "specops-run"), ("multiprocess", "group"),
+    ("multiprocess", "job-execute-alone"), ("in_process", "job-execute-alone")])
+def test_a_kill_ends_every_step_process_within_seconds_and_the_next_run_finishes(
+        diamond_root: Path, clean_env: dict[str, str], executor: str, kill: str) -> None:
+    marker = sleepy(diamond_root)
+    env = {**clean_env, "NAP": "60"}
+    assert specops(env, diamond_root, "new", "diamond", "d1", "--request", "x").returncode == 0
+    alone = kill == "job-execute-alone"
+    run = (start_job_execute if alone else start)(env, diamond_root, executor)
+    try:
+        job = psutil.Process(run.pid) if alone else job_execute_of(run)
+        wait_for(lambda: [p for p in ours(diamond_root, marker)
+                          if marker in " ".join(p.cmdline())])  # node a's command sleeps
+        if kill.startswith("job-execute"):
+            os.kill(job.pid, signal.SIGKILL)
+        elif kill == "specops-run":
+            os.kill(run.pid, signal.SIGKILL)
+        else:
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait(timeout=30)
+        killed_at = time.monotonic()
+        wait_for(lambda: not ours(diamond_root, marker), limit_s=15)
+        assert time.monotonic() - killed_at < 15
+    finally:
+        for p in ours(diamond_root, marker):
+            p.kill()
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    home = Path(clean_env["DAGSTER_HOME"])
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        [stuck] = instance.get_runs()
+    # SIGKILLed, `dagster job execute` cannot report its end; SIGTERMed by the reaper of a
+    # killed `specops run` it reports the failure itself
+    assert stuck.status == (dg.DagsterRunStatus.STARTED if kill.startswith("job-execute")
+                            else dg.DagsterRunStatus.FAILURE)
+    again = specops({**env, "NAP": "0"}, diamond_root, "run", "d1", "--executor", "in_process")
+    assert again.returncode == 0, again.stderr
+    assert (f"marked Dagster run {stuck.run_id} failed: its process was gone (killed)\n"
+            in again.stderr) == kill.startswith("job-execute")
+    assert Store(diamond_root).read("d1").status == "completed"
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert [r.status for r in instance.get_runs()] == [dg.DagsterRunStatus.SUCCESS,
+                                                           dg.DagsterRunStatus.FAILURE]
