@@ -250,8 +250,13 @@ def run(ctx, delivery: str, executor: str, timeout_s: float, dry: bool, push: bo
 
 
 def run_delivery(root: Path, delivery: str, executor: str, timeout_s: float) -> int:
-    from .launch import (execute_job, fail_orphaned_runs, job_name, register_delivery,
-                         resolve_dagster_home)
+    from .launch import (
+        execute_job,
+        fail_orphaned_runs,
+        job_name,
+        register_delivery,
+        resolve_dagster_home,
+    )
 
     store = Store(root)
     state = store.read(delivery)
