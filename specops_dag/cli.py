@@ -12,17 +12,18 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from . import delivery as ops
-from .catalog import definition_roots, load_catalog
-from .definition import Phase, SkillGraph, Workflow
 from .errors import DefinitionError, SpecopsError
-from .prompt import pick_step
-from .prompt import render_dry_run as render_preview
-from .reading import render_index, render_status, status_report
-from .state import Store
+from .reading import check_delivery_id
+
+if TYPE_CHECKING:
+    from .state import Store
+
+# Everything else is imported by the command that uses it: the CLI's start stays click alone,
+# so a `specops run` that loses the race for a delivery's run lock answers at once.
 
 PACKAGE_WORKSPACE = Path(__file__).resolve().parent.parent / "workspace.yaml"
 
@@ -55,7 +56,7 @@ def main(ctx: click.Context, root: Path) -> None:
 
 
 def store_of(ctx: click.Context) -> Store:
-    return Store(ctx.obj)
+    return store_of_root(ctx.obj)
 
 
 @main.command()
@@ -63,6 +64,8 @@ def store_of(ctx: click.Context) -> Store:
 @fail_cleanly
 def check(ctx: click.Context) -> None:
     """Load and validate every workflow, phase and skill definition (exit 2 on any problem)."""
+    from .catalog import definition_roots, load_catalog
+
     roots = definition_roots(ctx.obj)
     catalog = load_catalog(roots, display_base=ctx.obj)
     skills = sum(1 for kind, _ in catalog.sources if kind == "skill")
@@ -74,6 +77,8 @@ def check(ctx: click.Context) -> None:
 @click.option("--kind", type=click.Choice(["workflow", "phase", "skill-graph"]))
 def schema(kind: str | None) -> None:
     """Print the JSON Schema of the definition files, for editor completion."""
+    from .definition import Phase, SkillGraph, Workflow
+
     schemas = {"workflow": Workflow.model_json_schema(), "phase": Phase.model_json_schema(),
                "skill-graph": SkillGraph.model_json_schema(by_alias=True)}
     click.echo(json.dumps(schemas[kind] if kind else schemas, indent=2))
@@ -97,6 +102,9 @@ def schema(kind: str | None) -> None:
 def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
         validation, budget_tokens) -> None:
     """Create a delivery of WORKFLOW with id DELIVERY and register its Dagster partition."""
+    from . import delivery as ops
+    from .catalog import definition_roots, load_catalog
+
     request = read_request(request_text, request_file)
     catalog = load_catalog(definition_roots(ctx.obj), display_base=ctx.obj)
 
@@ -131,6 +139,8 @@ def read_request(text: str | None, file: Path | None) -> str:
 @fail_cleanly
 def status(ctx, delivery: str | None, as_json: bool) -> None:
     """Show every delivery, or one delivery's steps, gates, next actions and drift."""
+    from .reading import render_index, render_status, status_report
+
     store = store_of(ctx)
     if delivery is None:
         index = store.read_index()
@@ -139,7 +149,7 @@ def status(ctx, delivery: str | None, as_json: bool) -> None:
             return
         click.echo(render_index(index.deliveries))
         return
-    ops.check_delivery_id(delivery)
+    check_delivery_id(delivery)
     state = store.read(delivery)
     report = status_report(store.root, state)
     if as_json:
@@ -156,7 +166,9 @@ def status(ctx, delivery: str | None, as_json: bool) -> None:
 @fail_cleanly
 def reopen(ctx, delivery: str, node: str, reason: str) -> None:
     """Set NODE and everything downstream of it back to pending; keep old handoffs as revisions."""
-    ops.check_delivery_id(delivery)
+    from . import delivery as ops
+
+    check_delivery_id(delivery)
     names = ops.reopen(store_of(ctx), delivery, node, reason)
     from .launch import report_reopened, resolve_dagster_home
 
@@ -173,7 +185,9 @@ def reopen(ctx, delivery: str, node: str, reason: str) -> None:
 @fail_cleanly
 def resume(ctx, delivery: str, node: str) -> None:
     """Put an `error` or `blocked` NODE back to pending with a fresh 3-call budget."""
-    ops.check_delivery_id(delivery)
+    from . import delivery as ops
+
+    check_delivery_id(delivery)
     ops.resume(store_of(ctx), delivery, node)
     click.echo(f"{node} of {delivery} is pending again; run it with `specops run {delivery}`")
 
@@ -187,7 +201,7 @@ def resume(ctx, delivery: str, node: str) -> None:
 @fail_cleanly
 def approve(ctx, delivery: str, gate: str, note: str, reject: bool) -> None:
     """Approve (or --reject) a human gate of a delivery."""
-    ops.check_delivery_id(delivery)
+    check_delivery_id(delivery)
     from .gates import approve as decide
 
     decision = decide(store_of(ctx), delivery, gate, note, reject)
@@ -202,11 +216,15 @@ def approve(ctx, delivery: str, gate: str, note: str, reject: bool) -> None:
 @fail_cleanly
 def dry_run_command(ctx, delivery: str, node: str | None, as_json: bool) -> None:
     """Show what the next attempt's prompt would inject, path by path; change nothing."""
-    ops.check_delivery_id(delivery)
+    check_delivery_id(delivery)
     click.echo(render_dry_run(store_of(ctx), delivery, node, as_json))
 
 
 def render_dry_run(store: Store, delivery: str, node: str | None, as_json: bool) -> str:
+    from . import delivery as ops
+    from .prompt import pick_step
+    from .prompt import render_dry_run as render_preview
+
     state = store.read(delivery)
     step = pick_step(state, node)
     return render_preview(store.root, state, step, ops.snapshot_catalog(store, state), as_json)
@@ -229,7 +247,7 @@ def run(ctx, delivery: str, executor: str, timeout_s: float, dry: bool, push: bo
     if dry and push:
         raise click.UsageError("--dry-run and --push cannot be combined: a dry run changes "
                                "nothing, a push writes to origin")
-    ops.check_delivery_id(delivery)
+    check_delivery_id(delivery)
     if dry:
         click.echo(render_dry_run(store_of(ctx), delivery, None, False))
         return
@@ -237,6 +255,8 @@ def run(ctx, delivery: str, executor: str, timeout_s: float, dry: bool, push: bo
     state = store_of(ctx).read(delivery)
     finished = all(s.status == "completed" for s in state.steps)
     if push and (code == 0 or finished):  # push_delivery refuses while a risk is open
+        from . import delivery as ops
+
         summary = ops.push_delivery(store_of(ctx), delivery)
         click.echo(f"pushed feat-{delivery} to origin ({summary})")
     elif finished and code == 3:
@@ -250,6 +270,26 @@ def run(ctx, delivery: str, executor: str, timeout_s: float, dry: bool, push: bo
 
 
 def run_delivery(root: Path, delivery: str, executor: str, timeout_s: float) -> int:
+    from .locking import held  # standard library only until the run lock is ours
+
+    folder = root / "phases" / delivery
+    if not (folder / "index.json").is_file():
+        store_of_root(root).read(delivery)  # raises the "unknown delivery" error
+    with held(folder / ".lock", f"phases/{delivery}/index.json", 30.0, root):
+        pass  # a state lock that cannot be taken is said here, not in a step's traceback
+    # One `specops run` per delivery at a time: a second one reports the conflict at once,
+    # before it imports pydantic or Dagster.
+    with held(folder / ".run.lock", f"delivery `{delivery}` (another `specops run`)", 0, root):
+        return run_locked(root, delivery, executor, timeout_s)
+
+
+def store_of_root(root: Path) -> Store:
+    from .state import Store
+
+    return Store(root)
+
+
+def run_locked(root: Path, delivery: str, executor: str, timeout_s: float) -> int:
     from .launch import (
         execute_job,
         fail_orphaned_runs,
@@ -257,24 +297,25 @@ def run_delivery(root: Path, delivery: str, executor: str, timeout_s: float) -> 
         register_delivery,
         resolve_dagster_home,
     )
+    from .reading import render_status, status_report
+    from .state import METADATA_PENDING
 
-    store = Store(root)
+    store = store_of_root(root)
     state = store.read(delivery)
-    with store.lock(f"{delivery}/.lock", f"phases/{delivery}/index.json"):
-        pass  # a state lock that cannot be taken is said here, not in a step's traceback
+    if all(s.status == "completed" and s.commits.get("metadata") != METADATA_PENDING
+           for s in state.steps):  # nothing to run: no Dagster run for it
+        click.echo(render_status(state, {**status_report(root, state), "drift": []}))
+        click.echo(f"nothing to run: every step of {delivery} is completed")
+        return 0 if state.status == "completed" else 3
     home = resolve_dagster_home(root)
     log_dir = store.delivery_dir(delivery) / "runs"
-    # One `specops run` per delivery at a time: a second one reports the conflict at once,
-    # before it imports Dagster to register the partition.
-    with Store(root, lock_timeout_s=0).lock(f"{delivery}/.run.lock",
-                                            f"delivery `{delivery}` (another `specops run`)"):
-        register_delivery(home, delivery)
-        for run_id in fail_orphaned_runs(home, delivery):
-            click.echo(f"marked Dagster run {run_id} failed: its process was gone (killed)",
-                       err=True)
-        click.echo(f"running {job_name(state.workflow)} for {delivery} (DAGSTER_HOME={home}); "
-                   f"log: {log_dir / 'dagster-run.err'}")
-        result = execute_job(root, home, state.workflow, delivery, executor, timeout_s, log_dir)
+    register_delivery(home, delivery)
+    for run_id in fail_orphaned_runs(home, delivery):
+        click.echo(f"marked Dagster run {run_id} failed: its process was gone (killed)",
+                   err=True)
+    click.echo(f"running {job_name(state.workflow)} for {delivery} (DAGSTER_HOME={home}); "
+               f"log: {log_dir / 'dagster-run.err'}")
+    result = execute_job(root, home, state.workflow, delivery, executor, timeout_s, log_dir)
     state = store.read(delivery)
     click.echo(render_status(state, {**status_report(root, state), "drift": []}))
     if result.timed_out:
@@ -325,7 +366,7 @@ def demo(directory: Path, executor: str) -> None:
         code = run_delivery(plan.root, plan.delivery, executor, 1800)
     finally:
         server.stop()
-    state = Store(plan.root).read(plan.delivery)
+    state = store_of_root(plan.root).read(plan.delivery)
     click.echo(f"state: {plan.root / 'phases' / plan.delivery / 'index.json'}")
     if state.worktree:
         click.echo(f"work: branch {state.branch} in {plan.root / state.worktree}")

@@ -18,7 +18,7 @@ import yaml
 from .catalog import Catalog, load_catalog, topological_order
 from .errors import BlockedError, DefinitionError, StateError, UsageError, WriteConflict
 from .reading import (
-    delivery_id_problem,
+    check_delivery_id,
     gate_open,
     open_risks,
     owner_alive,
@@ -38,19 +38,11 @@ from .state import (
     derive_status,
     move,
     now_iso,
-    write_json_atomic,
     write_text_atomic,
 )
 
 SNAPSHOT_DIR = "snapshot"
 CATALOG_FILE = "catalog.json"
-
-
-def check_delivery_id(delivery: str) -> None:
-    problem = delivery_id_problem(delivery)
-    if problem:
-        raise UsageError(f"delivery id `{delivery}` {problem}; use e.g. `rss-cache` or "
-                         "`2026-11-rss-cache`")
 
 
 def case_twin(store: Store, delivery: str) -> str | None:
@@ -99,9 +91,10 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
             step.validation = validation
         state.budget_tokens = budget_tokens or catalog.workflows[workflow_id].budget.tokens
         (staging / "request.md").write_text(request, encoding="utf-8")
-        (staging / ".lock").touch()  # the delivery's lock exists from the start: taking it
-        # later never changes the tree
-        write_json_atomic(staging / "index.json", state.model_dump(by_alias=True))
+        for lock in (".lock", ".run.lock"):  # the delivery's locks exist from the start:
+            (staging / lock).touch()  # taking them later never changes the tree
+        write_text_atomic(staging / "index.json", state.model_dump_json(indent=2, by_alias=True)
+                          + "\n")
         compile_snapshot(store, staging)
         with store.lock(".index.lock", "phases/index.json"):
             if store.delivery_dir(delivery).exists():

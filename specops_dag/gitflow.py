@@ -36,10 +36,6 @@ def _git():
     return git
 
 
-def identity():
-    return _git().Actor("specops", "specops@localhost")
-
-
 class GitError(SpecopsError):
     """A git operation failed (push rejected, repository broken)."""
 
@@ -161,38 +157,75 @@ def commit_product(worktree: Path, delivery: str, node: str, attempt: int) -> st
     changed = product_changes(worktree)
     if not changed:
         return None
-    # Exactly the changed paths (literal, NUL-separated): an exclude pathspec over an ignored
-    # folder (a harness root's /phases/) would make `git add` fail.
-    listing = Path(repo.git_dir) / "specops-product-paths"
-    listing.write_bytes(b"\0".join(p.encode() for p in changed))
-    try:
-        repo.git.execute(["git", "--literal-pathspecs", "add", "-A",
-                          f"--pathspec-from-file={listing}", "--pathspec-file-nul"])
-    finally:
-        listing.unlink(missing_ok=True)
-    commit = repo.index.commit(f"[{delivery}] {node} attempt {attempt}: product changes",
-                               author=identity(), committer=identity())
-    return commit.hexsha
+    # Exactly the changed paths: an exclude pathspec over an ignored folder (a harness root's
+    # /phases/) would make `git add` fail.
+    _add_literal(repo, changed)
+    return _commit(repo, f"[{delivery}] {node} attempt {attempt}: product changes")
 
 
 def commit_metadata(worktree: Path, delivery_dir: Path, delivery: str, node: str,
                     attempt: int) -> str | None:
-    """Copy the delivery folder into the worktree and commit it with docs/phase/<d>/."""
+    """Copy what changed in the delivery folder into the worktree and commit it with
+    docs/phase/<d>/. Only files that are new or differ (size or mtime; copies keep the source's
+    mtime) are copied and added, so a commit costs the same at the 200th node as at the first."""
     repo = _git().Repo(worktree)
-    dest = worktree / "phases" / delivery
-    shutil.copytree(delivery_dir, dest, dirs_exist_ok=True,
-                    ignore=lambda folder, names: [n for n in names if n in SCRATCH
-                                                  or n.startswith(".attempt-")
-                                                  or TRANSCRIPT.fullmatch(n)])
-    paths = [f"phases/{delivery}"]
+    changed = [f"phases/{delivery}/{rel}"
+               for rel in sync_tree(delivery_dir, worktree / "phases" / delivery)]
     if (worktree / "docs" / "phase" / delivery).exists():
-        paths.append(f"docs/phase/{delivery}")
-    repo.git.add("-A", "-f", "--", *paths)  # -f: a harness root's exclude names /phases/
-    if not repo.index.diff("HEAD"):
+        changed.append(f"docs/phase/{delivery}")
+    if not changed:
         return None
-    commit = repo.index.commit(f"[{delivery}] {node} attempt {attempt}: metadata",
-                               author=identity(), committer=identity())
-    return commit.hexsha
+    _add_literal(repo, changed, force=True)  # force: a harness root's exclude names /phases/
+    if repo.git.execute(["git", "diff", "--cached", "--quiet"], with_extended_output=True,
+                        with_exceptions=False)[0] == 0:
+        return None
+    return _commit(repo, f"[{delivery}] {node} attempt {attempt}: metadata")
+
+
+def sync_tree(src: Path, dest: Path) -> list[str]:
+    """Copy the files of `src` that are missing or differ in `dest` (skipping scratch files and
+    transcripts, which are never committed); return their relative POSIX paths."""
+    copied = []
+    for folder, dirs, files in os.walk(src):
+        dirs[:] = sorted(d for d in dirs if d not in SCRATCH and not d.startswith(".attempt-"))
+        here = Path(folder)
+        rel_folder = here.relative_to(src)
+        for name in sorted(files):
+            if name in SCRATCH or TRANSCRIPT.fullmatch(name):
+                continue
+            source, target = here / name, dest / rel_folder / name
+            st = source.stat()
+            try:
+                tt = target.stat()
+                if (tt.st_size, tt.st_mtime_ns) == (st.st_size, st.st_mtime_ns):
+                    continue
+            except FileNotFoundError:
+                target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+            copied.append((rel_folder / name).as_posix())
+    return copied
+
+
+def _add_literal(repo, paths: list[str], force: bool = False) -> None:
+    """`git add -A` of exactly `paths` (literal, NUL-separated, from a file: no argv limit)."""
+    listing = Path(repo.git_dir) / "specops-add-paths"
+    listing.write_bytes(b"\0".join(p.encode() for p in paths))
+    try:
+        repo.git.execute(["git", "--literal-pathspecs", "add", "-A", *(["-f"] if force else []),
+                          f"--pathspec-from-file={listing}", "--pathspec-file-nul"])
+    finally:
+        listing.unlink(missing_ok=True)
+
+
+def _commit(repo, message: str) -> str:
+    """Commit the index as specops (git's own commit: no Python-side tree building, no hooks of
+    the target repository, no signing prompt); return the new commit's SHA."""
+    env = {"GIT_AUTHOR_NAME": "specops", "GIT_AUTHOR_EMAIL": "specops@localhost",
+           "GIT_COMMITTER_NAME": "specops", "GIT_COMMITTER_EMAIL": "specops@localhost"}
+    repo.git.execute(["git", "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null",
+                      "commit", "-q", "--no-verify",
+                      "--allow-empty-message", "-m", message], env={**os.environ, **env})
+    return repo.git.execute(["git", "rev-parse", "HEAD"]).strip()
 
 
 def push(worktree: Path, delivery: str) -> str:

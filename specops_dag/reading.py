@@ -56,6 +56,13 @@ def sha256_file(path: Path | str) -> str:
     return digest.hexdigest()
 
 
+def check_delivery_id(delivery: str) -> None:
+    problem = delivery_id_problem(delivery)
+    if problem:
+        raise UsageError(f"delivery id `{delivery}` {problem}; use e.g. `rss-cache` or "
+                         "`2026-11-rss-cache`")
+
+
 def delivery_id_problem(delivery: str) -> str | None:
     """Why `delivery` cannot be a delivery id (a folder, a partition key, a branch), or None."""
     if not delivery:

@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import json
 import os
+import re
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import StateError, UsageError, WriteConflict
+from .errors import StateError, UsageError
+from .locking import held, lock_holder  # noqa: F401 — lock_holder: part of this API
 from .reading import get_step
 
 SCHEMA_VERSION = 1
@@ -106,6 +106,9 @@ class Usage(Model):
     output_tokens: int = 0
     reasoning_output_tokens: int = 0
     role: Literal["generator", "evaluator"] = "generator"  # whose session (a review round's)
+
+
+METADATA_PENDING = "pending"  # commits.metadata between completion and the metadata commit
 
 
 class Step(Model):
@@ -236,6 +239,7 @@ def migrate(data: dict, where: str) -> dict:
 
 
 MAX_STATE_BYTES = 64 << 20  # a 3,000-node delivery's state is a few MiB
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abAB]")  # a `\ud800`-style half of a pair
 
 
 def read_model(path: Path, where: str, model: type[M]) -> M:
@@ -244,7 +248,15 @@ def read_model(path: Path, where: str, model: type[M]) -> M:
         if path.stat().st_size > MAX_STATE_BYTES:
             raise StateError(f"{where}: larger than {MAX_STATE_BYTES:,} bytes, more than any "
                              "state specops writes; restore it from git")
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+        if not SURROGATE_ESCAPE.search(raw):  # the common case, parsed and checked in Rust
+            try:
+                parsed = model.model_validate_json(raw)
+                if getattr(parsed, "schema_version", SCHEMA_VERSION) == SCHEMA_VERSION:
+                    return parsed
+            except (ValidationError, RecursionError):
+                pass  # the path below names exactly what is wrong
+        text = raw.decode("utf-8")
         data = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise StateError(f"{where}: not valid JSON ({err}); restore it from git") from err
@@ -303,22 +315,6 @@ def write_text_atomic(path: Path, text: str) -> None:
         os.close(dir_fd)
 
 
-def lock_holder(fd: int) -> int | None:
-    """The pid holding a flock on the open file `fd`, from Linux's /proc/locks; None elsewhere
-    or when no one holds it."""
-    st = os.fstat(fd)
-    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    try:
-        lines = Path("/proc/locks").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        fields = line.split()
-        if len(fields) > 5 and fields[1:3] == ["FLOCK", "ADVISORY"] and fields[5] == device:
-            return int(fields[4])
-    return None
-
-
 class Store:
     """The `phases/` folder of one harness root. Every write goes through `transaction`."""
 
@@ -354,33 +350,8 @@ class Store:
     def lock(self, name: str, what: str) -> Iterator[None]:
         """An exclusive flock on `phases/<name>`. Taking it never writes: a command that fails
         under the lock leaves the tree byte-identical (the file is created once, empty)."""
-        self.phases.mkdir(parents=True, exist_ok=True)
-        path = self.phases / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
-        except IsADirectoryError:
-            rel = path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) \
-                else str(path)
-            raise StateError(f"{rel} is a folder, not the lock file specops takes; if no specops "
-                             f"command is running, remove it (`rm -r {path}`) and retry; nothing "
-                             "was changed") from None
-        try:
-            deadline = time.monotonic() + self.lock_timeout_s
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise WriteConflict(
-                            f"write conflict: {what} is being written by another process (pid "
-                            f"{lock_holder(fd) or '?'}); nothing was changed, retry when it "
-                            "finishes") from None
-                    time.sleep(0.05)
+        with held(self.phases / name, what, self.lock_timeout_s, self.root):
             yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the flock
 
     @contextlib.contextmanager
     def transaction(self, delivery: str) -> Iterator[Delivery]:
@@ -391,9 +362,9 @@ class Store:
             self.read(delivery)  # raises the "unknown delivery" error
         with self.lock(f"{delivery}/.lock", f"phases/{delivery}/index.json"):
             state = self.read(delivery)
-            before = state.model_dump(by_alias=True)
+            before = state.model_dump_json(by_alias=True)  # serialised in Rust: cheap at any size
             yield state
-            if state.model_dump(by_alias=True) != before:
+            if state.model_dump_json(by_alias=True) != before:
                 self.write(state)
 
     def write(self, state: Delivery) -> None:
@@ -402,8 +373,11 @@ class Store:
         state.status = derive_status(state.steps)
         state.status = delivery_status(state)  # an open risk keeps a finished delivery blocked
         state.updated_at = now_iso()
-        checked = Delivery.model_validate(state.model_dump(by_alias=True))
-        write_json_atomic(self.index_path(state.phase), checked.model_dump(by_alias=True))
+        # What is written must read back as valid state; pydantic's own JSON (Rust) keeps the
+        # cost of a write small next to a step however many steps the delivery has.
+        text = state.model_dump_json(indent=2, by_alias=True)
+        Delivery.model_validate_json(text)
+        write_text_atomic(self.index_path(state.phase), text + "\n")
         self.update_index(state)
 
     def update_index(self, state: Delivery) -> None:

@@ -31,10 +31,9 @@ from .reading import (
     step_tokens,
     tokens,
 )
-from .state import Delivery, FileRef, Step, Store, Usage, move, now_iso
+from .state import METADATA_PENDING, Delivery, FileRef, Step, Store, Usage, move, now_iso
 
 AVAILABLE_EXECUTORS = ("command", "codex")
-METADATA_PENDING = "pending"  # commits.metadata between completion and the metadata commit
 
 
 def _git_error() -> type[Exception]:
@@ -165,7 +164,7 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
             state.log("input drift", node, "upstream handoffs changed since they were "
                       "registered: " + ", ".join(changed))
         state.log("attempt started", node, f"attempt {step.attempts}/{max_attempts}")
-        return state.model_copy(deep=True), catalog
+        return Delivery.model_validate_json(state.model_dump_json()), catalog  # a detached copy
 
 
 def _refusal(catalog: Catalog, step: Step) -> str | None:

@@ -172,7 +172,7 @@ def test_a_metadata_commit_interrupted_after_completion_is_made_on_the_next_run(
     assert outcome.status == "reused"
     sha = store.read("d1").get_step("a").commits["metadata"]
     assert outcome.commits["metadata"] == sha
-    assert git.Repo(root).commit(sha).message == "[d1] a attempt 1: metadata"
+    assert git.Repo(root).commit(sha).message == "[d1] a attempt 1: metadata\n"
 
 
 def test_a_failed_metadata_commit_fails_the_step_visibly_and_the_next_run_retries_it(

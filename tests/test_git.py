@@ -53,8 +53,8 @@ def test_each_step_lands_as_a_product_commit_and_a_metadata_commit_on_its_branch
         "phases/d1/snapshot/phases/p-a.yaml",
         "phases/d1/snapshot/phases/p-b.yaml", "phases/d1/snapshot/phases/p-c.yaml",
         "phases/d1/snapshot/phases/p-d.yaml", "phases/d1/snapshot/workflows/diamond.yaml"])
-    assert repo.commit(a.commits["product"]).message == "[d1] a attempt 1: product changes"
-    assert repo.commit(a.commits["metadata"]).message == "[d1] a attempt 1: metadata"
+    assert repo.commit(a.commits["product"]).message == "[d1] a attempt 1: product changes\n"
+    assert repo.commit(a.commits["metadata"]).message == "[d1] a attempt 1: metadata\n"
     d = state.get_step("d")
     assert commit_paths(repo, d.commits["product"]) == ["src/d.txt"]
     log = repo.git.log("feat-d1", "--format=%s").splitlines()
@@ -190,3 +190,18 @@ def test_a_plain_folder_target_runs_in_place_without_commits(diamond_root: Path)
     assert run_step(store, "d1", "a").status == "completed"
     state = store.read("d1")
     assert (state.worktree, state.get_step("a").commits) == (None, {})
+
+
+def test_the_target_repositorys_git_hooks_never_run_for_specops_commits(
+        tmp_path: Path, calls: Path) -> None:
+    root, _ = git_harness(tmp_path)
+    ran = tmp_path / "hook-ran"
+    for name in ("pre-commit", "commit-msg", "post-commit"):
+        hook = root / ".git/hooks" / name
+        hook.write_text(f"#!/bin/sh\necho {name} >> {ran}\nexit 1\n")
+        hook.chmod(0o755)
+    store = new(root)
+    outcome = run_step(store, "d1", "a")
+    assert outcome.status == "completed", outcome.message
+    assert set(outcome.commits) == {"product", "metadata"} and all(outcome.commits.values())
+    assert not ran.exists()

@@ -128,22 +128,23 @@ def test_a_run_killed_between_the_two_commits_leaves_valid_state_and_resumes(
     assert specops(env, root, "new", "diamond", "d1", "--request", "x").returncode == 0
     os.environ["CALLS"] = str(calls)
     assert run_step(Store(root), "d1", "a").status == "completed"  # creates the worktree
-    marker = tmp_path / "in-post-commit"
-    # GitPython runs the worktree's own hooks: pause after b's product commit, before metadata.
-    hook = root / ".git/worktrees/d1/hooks/post-commit"
-    hook.parent.mkdir(parents=True, exist_ok=True)
-    hook.write_text(f"#!/bin/sh\ngit log -1 --format=%s | grep -q 'b attempt 1: product' && "
-                    f"touch {marker} && exec sleep 617\nexit 0\n")
-    hook.chmod(0o755)
-    proc = start_run(env, root, "diamond_job")
+    marker = tmp_path / "after-product-commit"
+    # specops commits with git's own CLI and no repository hooks: a `git` wrapper first on PATH
+    # pauses right after b's product commit, before the metadata commit.
+    (tmp_path / "bin").mkdir()
+    wrapper = tmp_path / "bin/git"
+    wrapper.write_text(f"#!/bin/sh\n{shutil.which('git')} \"$@\"; rc=$?\n"
+                       f"case \"$*\" in *'b attempt 1: product'*) touch {marker}; "
+                       "exec sleep 617;; esac\nexit $rc\n")
+    wrapper.chmod(0o755)
+    proc = start_run({**env, "PATH": f"{wrapper.parent}:{env['PATH']}"}, root, "diamond_job")
     kill_when(proc, marker.exists)
-    for p in psutil.process_iter(["cmdline"]):  # the hook's sleep: ours, ended by its PID
+    for p in psutil.process_iter(["cmdline"]):  # the wrapper's sleep: ours, ended by its PID
         if (p.info["cmdline"] or [])[:2] == ["sleep", "617"]:
             p.kill()
     state = Store(root).read("d1")
     assert {s.name: s.status for s in state.steps}["a"] == "completed"
     assert {s.name: s.status for s in state.steps}["b"] == "running"
-    hook.unlink()
     calls.write_text("")
     run = job_execute(env, root, "diamond_job", "d1")
     assert run.returncode == 0, run.stderr[-2000:]

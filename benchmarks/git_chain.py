@@ -1,0 +1,110 @@
+"""Cost along a long chain on a git target (issue #22 item 6), printed as ratios of one run:
+
+  A. per-node cost of a 200-node chain of command nodes on a git target (each writes a product
+     file and its handoff, so every node makes a product and a metadata commit), measured from
+     the step records as the time between consecutive steps' starts: the mean of the last 20
+     nodes over the mean of the first 20 (target <= 1.1: cost does not grow with position);
+  B. `specops run` of the completed delivery over its first run (target <= 5 %);
+  C. a losing concurrent `specops run` (another holds the delivery's run lock) over the
+     interpreter's own start, `python -c pass` (target <= 10), with no Dagster import.
+Not a test: nothing asserts a time. `BENCH_N=50` shortens the chain.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks import compile_package  # noqa: E402
+
+N = int(os.environ.get("BENCH_N", "200"))
+WRITE = ("[python3, -c, \"import os,pathlib; n=os.environ['SPECOPS_NODE']; "
+         "pathlib.Path('src').mkdir(exist_ok=True); "
+         "pathlib.Path('src', n + '.txt').write_text(n + chr(10)); "
+         "pathlib.Path(os.environ['SPECOPS_NODE_DIR'], 'out.txt').write_text(n)\"]")
+
+
+def harness(root: Path) -> None:
+    defs = root / "workflow_defs"
+    (defs / "phases").mkdir(parents=True)
+    (defs / "workflows").mkdir()
+    for pid, port in (("first", ""), ("step", "previous: {contract: c}")):
+        (defs / f"phases/{pid}.yaml").write_text(
+            f"kind: phase\nid: {pid}\ninput: {{ports: {{{port}}}}}\nexecution:\n"
+            f"  goal: One step.\n  executor: {{kind: command, argv: {WRITE}, timeout_s: 60}}\n"
+            "output:\n  ports: {out: {contract: c}}\n  artifacts:\n"
+            "    - {id: out, path: out.txt, required: true}\nvalidation: none\n")
+    nodes = ["  - {id: n0, phase: first}"] + [
+        f"  - {{id: n{i}, phase: step, needs: [n{i - 1}], inputs: {{previous: {{node: n{i - 1}, "
+        "output: out}}}" for i in range(1, N)]
+    (defs / "workflows/chain.yaml").write_text(
+        "kind: workflow\nid: chain\nnodes:\n" + "\n".join(nodes) + "\n")
+    (root / "README.md").write_text("# product\n")
+    (root / ".gitignore").write_text(".dagster_home/\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@example.com",
+           "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@example.com"}
+    for argv in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"],
+                 ["git", "commit", "-q", "-m", "initial"]):
+        subprocess.run(argv, cwd=root, env=env, check=True, stdin=subprocess.DEVNULL)
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int]:
+    started = time.monotonic()
+    result = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, stdin=subprocess.DEVNULL)
+    return time.monotonic() - started, result.returncode
+
+
+def main() -> None:
+    compile_package()
+    work = Path(tempfile.mkdtemp(prefix="specops-bench-"))
+    try:
+        root = work / "harness"
+        root.mkdir()
+        harness(root)
+        env = {**os.environ, "DAGSTER_HOME": str(work / "dagster_home")}
+        env.pop("SPECOPS_ROOT", None)
+        specops = [str(Path(sys.executable).parent / "specops"), "--root", str(root)]
+        subprocess.run([*specops, "new", "chain", "c1", "--request", "bench"], env=env,
+                       check=True, capture_output=True, stdin=subprocess.DEVNULL)
+        run = [*specops, "run", "c1", "--executor", "in_process"]
+        first_s, code = timed(run, env, root)
+        assert code == 0, "the first run did not complete"
+        from specops_dag.state import Store
+
+        steps = Store(root).read("c1").steps
+        starts = [dt.datetime.fromisoformat(s.started_at).timestamp() for s in steps]
+        costs = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+        head, tail = statistics.mean(costs[:20]), statistics.mean(costs[-20:])
+        again_s, code = timed(run, env, root)
+        assert code == 0, "the re-run did not exit 0"
+        lock = os.open(root / "phases/c1/.run.lock", os.O_RDONLY | os.O_CREAT)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        losing = [timed(run, env, root) for _ in range(5)]
+        os.close(lock)
+        assert all(code == 3 for _, code in losing), "the losing run did not exit 3"
+        base = statistics.median(timed([sys.executable, "-c", "pass"], env, root)[0]
+                                 for _ in range(5))
+        lose = statistics.median(s for s, _ in losing)
+        print(f"{N}-node git chain: per-node cost first 20 {head:.3f} s, last 20 {tail:.3f} s, "
+              f"ratio {tail / head:.2f} (target <= 1.1)")
+        print(f"re-run of the completed delivery {again_s:.2f} s / first run {first_s:.2f} s = "
+              f"{again_s / first_s:.1%} (target <= 5 %)")
+        print(f"losing concurrent `specops run` {lose * 1000:.0f} ms / `python -c pass` "
+              f"{base * 1000:.0f} ms = {lose / base:.1f} (target <= 10)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
