@@ -1,0 +1,350 @@
+"""QA against the running application (issue #18, item 6; seed 003): the generator's work run in a
+throwaway worktree, probed over HTTP and in Chromium, everything it started gone afterwards."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+
+import git
+import psutil
+import pytest
+
+from specops_dag.catalog import load_catalog
+from specops_dag.definition import Qa
+from specops_dag.errors import DefinitionError
+from specops_dag.qa import NO_SDK, run_qa
+
+from .conftest import REPO, VENV_BIN, write_tree
+from .test_validation import STANDIN
+
+FIXTURE = REPO / "dotnet_fixtures" / "minimal-api"
+WHO = git.Actor("tester", "tester@example.com")
+PROBES = [{"id": "health", "path": "/health", "body_contains": ["ok"]},
+          {"id": "todos", "path": "/todos", "body_contains": ["Ship the API"]},
+          {"id": "create", "method": "POST", "path": "/todos", "status": 201,
+           "headers": {"Content-Type": "application/json"}, "body": '{"title":"Test the QA"}',
+           "body_contains": ['"id":3']}]
+HAS_BROWSER = (shutil.which("chromium") is not None
+               and importlib.util.find_spec("playwright") is not None)
+
+
+def product_repo(tmp_path: Path) -> Path:
+    """The minimal-api fixture as a committed repository, plus the generator's uncommitted
+    work: a changed file and a new one (what QA must run)."""
+    repo = tmp_path / "product"
+    shutil.copytree(FIXTURE, repo)
+    handle = git.Repo.init(repo, initial_branch="main")
+    handle.git.add(A=True)
+    handle.index.commit("initial", author=WHO, committer=WHO)
+    (repo / "src/TodoApi/TodoStore.cs").write_text(
+        (repo / "src/TodoApi/TodoStore.cs").read_text() + "// reviewed\n")
+    (repo / "src/TodoApi/NOTES.md").write_text("the generator's new file\n")
+    return repo
+
+
+def standin(answers: str, log: Path) -> dict[str, str]:
+    return {**os.environ, "PATH": f"{STANDIN}:{os.environ['PATH']}",
+            "DOTNET_STANDIN_ANSWERS": str(STANDIN / "answers" / f"{answers}.yaml"),
+            "DOTNET_STANDIN_LOG": str(log)}
+
+
+def qa_of(**fields: object) -> Qa:
+    return Qa.model_validate({"startup_timeout_s": 20, "deadline_s": 120, **fields})
+
+
+def run(tmp_path: Path, qa: Qa, env: dict[str, str]):
+    repo = product_repo(tmp_path)
+    before = (git.Repo(repo).git.status("--porcelain"), git.Repo(repo).head.commit.hexsha,
+              (repo / "src/TodoApi/TodoStore.cs").read_text())
+    report = run_qa(qa, repo=repo, git_target=True, root=tmp_path, label="d1-build-r1",
+                    evidence=tmp_path / "phases/d1/build/reviews/build-r1-qa", env=env,
+                    secrets=[])
+    after = (git.Repo(repo).git.status("--porcelain"), git.Repo(repo).head.commit.hexsha,
+             (repo / "src/TodoApi/TodoStore.cs").read_text())
+    assert after == before  # the product worktree is untouched
+    return repo, report
+
+
+def assert_nothing_left(tmp_path: Path, repo: Path, url: str | None) -> None:
+    """No throwaway worktree, no git record of it, no process of ours, the port closed."""
+    assert git.Repo(repo).git.worktree("list").splitlines() == [
+        f"{repo}  {git.Repo(repo).head.commit.hexsha[:7]} [main]"]
+    assert not (tmp_path / ".specops/qa").exists() or not any((tmp_path / ".specops/qa").iterdir())
+    mine = [p.info for p in psutil.process_iter(["pid", "cmdline", "cwd"])
+            if str(tmp_path) in " ".join(p.info["cmdline"] or []) + (p.info["cwd"] or "")
+            and (p.info["cmdline"] or [""])[:2] != ["git", "cat-file"]]  # GitPython's, the test's
+    assert mine == []
+    if url:
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=1)
+
+
+def evidence(tmp_path: Path, name: str) -> str:
+    return (tmp_path / "phases/d1/build/reviews/build-r1-qa" / name).read_text()
+
+
+def test_qa_runs_the_generators_work_in_a_throwaway_worktree_and_every_probe_passes(
+        tmp_path: Path) -> None:
+    log = tmp_path / "dotnet.log"
+    repo, report = run(tmp_path, qa_of(probes=PROBES), standin("minimal-api", log))
+    assert (report.status, report.stage) == ("passed", "done"), report.reason
+    assert report.reason == f"the application started on {report.url}; 3 probe(s) and 0 page(s) passed"
+    assert report.url.startswith("http://127.0.0.1:")
+    # the snapshot holds the generator's uncommitted work, on top of the product's HEAD
+    snapshot = git.Repo(repo).commit(report.commit)
+    assert snapshot.parents[0].hexsha == git.Repo(repo).head.commit.hexsha
+    assert snapshot.tree.hexsha == report.tree
+    assert (snapshot.tree / "src/TodoApi/NOTES.md").data_stream.read() == b"the generator's new file\n"
+    assert (snapshot.tree / "src/TodoApi/TodoStore.cs").data_stream.read().endswith(b"// reviewed\n")
+    assert log.read_text().splitlines() == [
+        "restore '{root}/TodoApi.sln' -nologo -nodeReuse:false -tl:off -warnaserror",
+        "build '{root}/TodoApi.sln' --no-restore -c Release -nologo -nodeReuse:false -tl:off "
+        "-warnaserror --no-incremental -p:UseSharedCompilation=false",
+        "run --project '{root}/src/TodoApi/TodoApi.csproj' --no-build -c Release "
+        "--no-launch-profile -- --urls '{urls}'"]
+    assert evidence(tmp_path, "probe-create.request.txt") == (
+        f"POST /todos HTTP/1.1\nHost: {report.url.removeprefix('http://')}\n"
+        "Content-Type: application/json\nContent-Length: 23\n\n{\"title\":\"Test the QA\"}")
+    response = evidence(tmp_path, "probe-create.response.txt")
+    assert response.startswith("HTTP/1.1 201 Created\nServer: Kestrel\n")
+    assert "Location: /todos/3\n" in response
+    assert response.endswith('\n\n{"id":3,"title":"Test the QA","done":false}')
+    assert "Now listening on: " + report.url in evidence(tmp_path, "app.out.txt")
+    assert "Application is shutting down..." in evidence(tmp_path, "app.out.txt")
+    assert [(c.id, c.status, c.detail) for c in report.checks] == [
+        ("health", "passed", "GET /health: 200 as expected"),
+        ("todos", "passed", "GET /todos: 200 as expected"),
+        ("create", "passed", "POST /todos: 201 as expected")]
+    assert evidence(tmp_path, "qa.md").startswith(
+        "# QA against the running application: PASSED\n\n- result: the application started on ")
+    assert_nothing_left(tmp_path, repo, report.url)
+
+
+def test_a_failing_probe_fails_qa_with_its_request_response_and_the_app_output_saved(
+        tmp_path: Path) -> None:
+    repo, report = run(tmp_path, qa_of(probes=PROBES[:2]),
+                       standin("minimal-api-500", tmp_path / "dotnet.log"))
+    assert (report.status, report.stage) == ("failed", "probes")
+    assert report.reason == ("probe `todos` GET /todos: expected status 200, got 500; the body "
+                             "does not contain 'Ship the API'")
+    assert [c.status for c in report.checks] == ["passed", "failed"]
+    assert report.checks[1].files == (
+        "phases/d1/build/reviews/build-r1-qa/probe-todos.request.txt",
+        "phases/d1/build/reviews/build-r1-qa/probe-todos.response.txt")
+    assert evidence(tmp_path, "probe-todos.response.txt").startswith(
+        "HTTP/1.1 500 Internal Server Error\n")
+    assert ("System.InvalidOperationException: The todo store is not ready."
+            in evidence(tmp_path, "app.out.txt"))
+    assert "- FAILED probe `todos`: GET /todos: expected status 200, got 500" in evidence(
+        tmp_path, "qa.md")
+    assert_nothing_left(tmp_path, repo, report.url)
+
+
+def test_an_application_that_never_listens_hits_the_startup_deadline_and_its_tree_is_killed(
+        tmp_path: Path) -> None:
+    started = time.monotonic()
+    repo, report = run(tmp_path, qa_of(startup_timeout_s=2, deadline_s=60, probes=PROBES),
+                       standin("minimal-api-no-start", tmp_path / "dotnet.log"))
+    assert time.monotonic() - started < 30
+    assert (report.status, report.stage, report.checks) == ("failed", "start", ())
+    assert report.reason == (
+        f"the application did not listen on {report.url} within 2 s (qa.startup_timeout_s); its "
+        "process tree was killed; its output: phases/d1/build/reviews/build-r1-qa/app.out.txt")
+    assert_nothing_left(tmp_path, repo, report.url)
+
+
+def test_the_whole_qa_deadline_kills_an_application_that_outlives_it(tmp_path: Path) -> None:
+    repo, report = run(tmp_path, qa_of(startup_timeout_s=30, deadline_s=3, probes=PROBES),
+                       standin("minimal-api-no-start", tmp_path / "dotnet.log"))
+    assert (report.status, report.stage) == ("failed", "start")
+    assert report.duration_s < 20
+    assert_nothing_left(tmp_path, repo, report.url)
+
+
+def test_without_dotnet_on_path_qa_is_skipped_and_never_reported_as_passed(
+        tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    env = {**os.environ, "PATH": str(tmp_path / "empty")}
+    repo, report = run(tmp_path, qa_of(probes=PROBES), env)
+    assert (report.status, report.reason, report.stage, report.commit) == (
+        "skipped", NO_SDK, "setup", None)
+    assert NO_SDK == ("`dotnet` is not on PATH, so the application could not be built or "
+                      "started; install the .NET 8 SDK to run QA")
+    assert evidence(tmp_path, "qa.md").startswith("# QA against the running application: SKIPPED")
+    assert_nothing_left(tmp_path, repo, None)
+
+
+def test_a_target_that_is_not_a_git_repository_is_skipped_not_run_in_place(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "plain"
+    shutil.copytree(FIXTURE, folder)
+    report = run_qa(qa_of(probes=PROBES), repo=folder, git_target=False, root=tmp_path,
+                    evidence=tmp_path / "ev", label="d1-build-r1",
+                    env=standin("minimal-api", tmp_path / "dotnet.log"), secrets=[])
+    assert (report.status, report.reason) == (
+        "skipped", "the target is not a git repository: QA runs the generator's work from a "
+                   "snapshot commit in a throwaway worktree")
+    assert not (tmp_path / "dotnet.log").exists()
+
+
+def test_with_tests_qa_runs_the_whole_validation_in_its_worktree_first(tmp_path: Path) -> None:
+    log = tmp_path / "dotnet.log"
+    repo, report = run(tmp_path, qa_of(tests=True, probes=PROBES[:1]), standin("minimal-api", log))
+    assert report.status == "passed", report.reason
+    sent = [line.split(" ", 1)[0] for line in log.read_text().splitlines()]
+    assert sent == ["--version", "msbuild", "msbuild", "restore", "build", "msbuild", "test", "run"]
+    trx = list((tmp_path / "phases/d1/build/reviews/build-r1-qa/validation").glob("trx-*/results.trx"))
+    assert len(trx) == 1
+    assert_nothing_left(tmp_path, repo, report.url)
+
+
+def test_a_secret_in_the_environment_never_reaches_the_evidence(tmp_path: Path) -> None:
+    env = standin("minimal-api", tmp_path / "dotnet.log")
+    repo = product_repo(tmp_path)
+    report = run_qa(qa_of(probes=[{"id": "echo", "path": "/health",
+                                   "headers": {"X-Token": "sk-live-0123456789"}}]),
+                    repo=repo, git_target=True, root=tmp_path, evidence=tmp_path / "ev",
+                    label="d1-build-r1", env=env, secrets=["sk-live-0123456789"])
+    assert report.status == "passed"
+    assert "X-Token: ***" in (tmp_path / "ev/probe-echo.request.txt").read_text()
+
+
+@pytest.mark.skipif(not HAS_BROWSER, reason="needs Debian's chromium and playwright")
+def test_a_browser_page_is_opened_in_chromium_and_its_screenshot_and_text_are_saved(
+        tmp_path: Path) -> None:
+    repo, report = run(tmp_path, qa_of(browser=[
+        {"id": "home", "path": "/", "status": 200, "text_contains": ["[ ] Ship the API"]},
+        {"id": "missing", "path": "/nothing-here", "status": 200}]),
+        standin("minimal-api", tmp_path / "dotnet.log"))
+    assert [(c.id, c.status, c.detail) for c in report.checks] == [
+        ("home", "passed", "/: opened (200), screenshot saved"),
+        # Chromium refuses an error answer with an empty body (Kestrel's 404) outright
+        ("missing", "failed", "/nothing-here: the browser could not open it: Page.goto: "
+         f"net::ERR_HTTP_RESPONSE_CODE_FAILURE at {report.url}/nothing-here")]
+    assert report.status == "failed"
+    folder = tmp_path / "phases/d1/build/reviews/build-r1-qa"
+    assert (folder / "page-home.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "[x] Write the spec\n[ ] Ship the API" in (folder / "page-home.txt").read_text()
+    assert report.checks[0].files == ("phases/d1/build/reviews/build-r1-qa/page-home.png",
+                                      "phases/d1/build/reviews/build-r1-qa/page-home.txt")
+    assert_nothing_left(tmp_path, repo, report.url)
+
+
+def test_without_chromium_the_pages_are_skipped_and_so_is_qa(tmp_path: Path) -> None:
+    # the stand-in and the venv's python3 only: no chromium on this PATH
+    env = {**standin("minimal-api", tmp_path / "dotnet.log"), "PATH": f"{STANDIN}:{VENV_BIN}"}
+    env.pop("SPECOPS_CHROMIUM", None)
+    repo, report = run(tmp_path, qa_of(probes=PROBES[:1], browser=[{"id": "home", "path": "/"}]),
+                       env)
+    assert (report.status, report.reason) == (
+        "skipped", "page `home` skipped: /: Chromium is not installed (`apt-get install "
+                   "chromium`, or set SPECOPS_CHROMIUM)")
+    assert [c.status for c in report.checks] == ["passed", "skipped"]
+    assert_nothing_left(tmp_path, repo, report.url)
+
+
+# -- the `qa:` block is checked at load ----------------------------------------------------------
+
+EVALUATOR = """kind: phase
+id: q-eval
+execution:
+  goal: Judge it.
+  executor: {{kind: {kind}}}
+  timeout_s: 1200
+  skills:
+    - {{id: s, path: skills/s/SKILL.md, load: entry, required: true}}
+{criteria}  qa:
+{qa}
+validation: none
+"""
+CRITERIA = "  criteria:\n    - {id: works, description: It works, threshold: 7}\n"
+D = "workflow_defs/phases/q-eval.yaml"
+
+
+@pytest.mark.parametrize(("kind", "qa", "problems"), [
+    ("codex", "    probes: [{id: h, path: /health}]",
+     [f"{D}: execution.qa: only an evaluator phase runs QA against the application, this one "
+      "runs `codex`; remove it or use `executor: {kind: evaluator}`"]),
+    ("evaluator", "    project: /abs/Api.csproj",
+     [f"{D}: execution.qa.project: `/abs/Api.csproj` is absolute; use a path relative to the "
+      "target repository"]),
+    ("evaluator", "    project: ../other/Api.csproj",
+     [f"{D}: execution.qa.project: `../other/Api.csproj` leaves the target repository; use a "
+      "path relative to the target repository"]),
+    ("evaluator", "    project: src/Api",
+     [f"{D}: execution.qa.project: `src/Api` is not a .csproj file; name the project `dotnet "
+      "run` starts, e.g. src/Api/Api.csproj"]),
+    ("evaluator", "    deadline_s: 1200",
+     [f"{D}: execution.qa.deadline_s: 1200 s does not fit in the phase's timeout_s (1200 s), "
+      "which QA and the evaluator's session share; lower qa.deadline_s or raise timeout_s"]),
+    ("evaluator", "    deadline_s: 300\n    startup_timeout_s: 300",
+     [f"{D}: execution.qa.startup_timeout_s: 300 s leaves no time to probe within "
+      "qa.deadline_s (300 s); lower it"]),
+    ("evaluator", "    deadline_s: 300\n    probes: [{id: h, path: health}]\n"
+                  "    browser: [{id: h, path: /}]",
+     [f"{D}: execution.qa.probes[0].path: `health` does not start with `/`; give a path from "
+      "the application's base URL, e.g. /health",
+      f"{D}: execution.qa.browser[0].id: duplicate QA id `h` (first at execution.qa.probes[0]); "
+      "give each probe and page its own id"]),
+    ("evaluator", "    deadline_s: 300\n    probes: [{id: h, path: /, expect: 200}]",
+     [f"{D}: execution.qa.probes[0].expect: unknown key `expect`; remove it or fix the spelling "
+      "(allowed: id, method, path, headers, body, status, body_contains)"]),
+    ("evaluator", "    deadline_s: 300\n    probes: [{id: h, path: /, method: FETCH}]",
+     [f"{D}: execution.qa.probes[0].method: Input should be 'GET', 'HEAD', 'POST', 'PUT', "
+      "'PATCH' or 'DELETE'"]),
+], ids=["not-an-evaluator", "absolute-project", "project-outside", "not-a-csproj",
+        "deadline-too-long", "startup-too-long", "bad-path-and-duplicate-id", "unknown-key",
+        "bad-method"])
+def test_a_bad_qa_block_is_a_load_error_that_names_the_fix(
+        tmp_path: Path, kind: str, qa: str, problems: list[str]) -> None:
+    write_tree(tmp_path, {D: EVALUATOR.format(kind=kind, qa=qa,
+                                              criteria=CRITERIA if kind == "evaluator" else ""),
+                          "workflow_defs/skills/s/SKILL.md": "---\nname: s\n---\nJudge.\n"})
+    with pytest.raises(DefinitionError) as info:
+        load_catalog([tmp_path / "workflow_defs"], display_base=tmp_path)
+    assert info.value.problems == problems
+
+
+def test_the_built_in_qa_phase_loads_and_declares_its_probes() -> None:
+    from specops_dag.reading import BUILTIN_DEFS
+
+    phase = load_catalog([BUILTIN_DEFS]).phases["pbr-qa"]
+    assert phase.execution.executor.kind == "evaluator"
+    assert phase.execution.qa is not None and phase.execution.qa.project is None
+    assert [p.id for p in phase.execution.qa.probes] == ["health"]
+    assert [p.id for p in phase.execution.qa.browser] == ["home"]
+
+
+# -- a real .NET SDK (skipped when there is none) ------------------------------------------------
+
+@pytest.mark.dotnet
+@pytest.mark.skipif(shutil.which("dotnet") is None, reason="no .NET SDK on PATH")
+def test_a_real_sdk_runs_the_minimal_api_fixture_and_qa_passes(tmp_path: Path) -> None:
+    repo, report = run(tmp_path, qa_of(tests=True, startup_timeout_s=120, deadline_s=1200,
+                                       probes=PROBES), dict(os.environ))
+    assert report.status == "passed", report.reason
+    assert "Now listening on: " + report.url in evidence(tmp_path, "app.out.txt")
+    assert_nothing_left(tmp_path, repo, report.url)
+
+
+@pytest.mark.dotnet
+@pytest.mark.skipif(shutil.which("dotnet") is None, reason="no .NET SDK on PATH")
+def test_a_real_sdk_application_that_is_broken_fails_qa(tmp_path: Path) -> None:
+    qa = qa_of(startup_timeout_s=120, deadline_s=900, probes=PROBES[1:2])
+    repo = product_repo(tmp_path)
+    program = repo / "src/TodoApi/Program.cs"
+    program.write_text(program.read_text().replace(
+        'app.MapGet("/todos", (TodoStore store) => store.All());',
+        'app.MapGet("/todos", IReadOnlyList<Todo> (TodoStore store) => '
+        'throw new InvalidOperationException("The todo store is not ready."));'))
+    report = run_qa(qa, repo=repo, git_target=True, root=tmp_path, label="d1-build-r1",
+                    evidence=tmp_path / "ev", env=dict(os.environ), secrets=[])
+    assert (report.status, report.checks[0].detail) == (
+        "failed", "GET /todos: expected status 200, got 500; the body does not contain "
+                  "'Ship the API'")
+    assert_nothing_left(tmp_path, repo, report.url)
