@@ -149,8 +149,10 @@ class Background:
         return self.proc.pid
 
     def poll(self) -> int | None:
-        """The exit code once the child has exited, else None."""
-        return self.proc.poll()
+        """The exit code once the child has exited by itself, else None (also once killed:
+        the kill reaps it, so no exit code of its own is known)."""
+        code = self.proc.poll()
+        return None if self.timed_out else code
 
     def stdout(self) -> str:
         return self.stdout_path.read_text(encoding="utf-8", errors="replace")
@@ -167,7 +169,7 @@ class Background:
         self._timer.cancel()
         with self._lock:
             if self._result is None:
-                code = self.proc.poll()
+                code = self.poll()
                 kill_tree(self.proc.pid)  # descendants too, even when the leader has exited
                 self.proc.wait()
                 self._result = ProcessResult(

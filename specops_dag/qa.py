@@ -166,8 +166,10 @@ def _exercise(run: _Run) -> QaReport:
     with Background(argv, cwd=run.worktree, deadline_s=max(run.remaining(), 1.0),
                     env=app_env(run.env, run.qa), stdout_path=run.evidence / "app.out.txt",
                     stderr_path=run.evidence / "app.err.txt") as app:
-        problem = wait_until_listening(app, port, min(run.qa.startup_timeout_s, run.remaining()),
-                                       run.qa.startup_timeout_s, url)
+        startup, left = run.qa.startup_timeout_s, run.remaining()
+        limit = (f"within {startup} s (qa.startup_timeout_s)" if startup <= left else
+                 "before the QA deadline ran out (qa.deadline_s)")
+        problem = wait_until_listening(app, port, min(startup, left), limit, url)
         checks = [] if problem else [probe(run, url, p) for p in run.qa.probes]
         if not problem and run.qa.browser:
             checks += browse(run, url)
@@ -207,13 +209,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def wait_until_listening(app: Background, port: int, timeout_s: float, declared_s: int,
+def wait_until_listening(app: Background, port: int, timeout_s: float, limit: str,
                          url: str) -> str | None:
     """None once the port accepts a connection; otherwise why the application is not up (it
-    exited, or the start-up deadline passed: the caller's `with` kills its tree)."""
+    exited, or `limit` passed: the caller's `with` kills its tree)."""
     until = time.monotonic() + timeout_s
+    deadline = "before the QA deadline ran out (qa.deadline_s)"
     while True:
-        code = app.poll()
+        code = app.poll()  # None once its deadline killed it
         if code is not None:
             return f"the application exited with code {code} before it listened on {url}"
         try:
@@ -221,9 +224,9 @@ def wait_until_listening(app: Background, port: int, timeout_s: float, declared_
                 return None
         except OSError:
             pass
-        if time.monotonic() >= until:
-            return (f"the application did not listen on {url} within {declared_s} s "
-                    "(qa.startup_timeout_s); its process tree was killed")
+        if app.timed_out or time.monotonic() >= until:
+            why = deadline if app.timed_out else limit
+            return f"the application did not listen on {url} {why}; its process tree was killed"
         time.sleep(POLL_S)
 
 

@@ -4,6 +4,7 @@ throwaway worktree, probed over HTTP and in Chromium, everything it started gone
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import socket
@@ -20,10 +21,11 @@ from specops_dag.errors import DefinitionError
 from specops_dag.qa import NO_SDK, run_qa
 
 from .conftest import REPO, VENV_BIN, write_tree
+from .githarness import WHO as HARNESS_WHO
 from .test_validation import STANDIN
 
 FIXTURE = REPO / "dotnet_fixtures" / "minimal-api"
-WHO = git.Actor("tester", "tester@example.com")
+WHO = HARNESS_WHO
 PROBES = [{"id": "health", "path": "/health", "body_contains": ["ok"]},
           {"id": "todos", "path": "/todos", "body_contains": ["Ship the API"]},
           {"id": "create", "method": "POST", "path": "/todos", "status": 201,
@@ -162,6 +164,10 @@ def test_the_whole_qa_deadline_kills_an_application_that_outlives_it(tmp_path: P
     repo, report = run(tmp_path, qa_of(startup_timeout_s=30, deadline_s=3, probes=PROBES),
                        standin("minimal-api-no-start", tmp_path / "dotnet.log"))
     assert (report.status, report.stage) == ("failed", "start")
+    assert report.reason == (
+        f"the application did not listen on {report.url} before the QA deadline ran out "
+        "(qa.deadline_s); its process tree was killed; its output: "
+        "phases/d1/build/reviews/build-r1-qa/app.out.txt")
     assert report.duration_s < 20
     assert_nothing_left(tmp_path, repo, report.url)
 
@@ -348,3 +354,216 @@ def test_a_real_sdk_application_that_is_broken_fails_qa(tmp_path: Path) -> None:
         "failed", "GET /todos: expected status 200, got 500; the body does not contain "
                   "'Ship the API'")
     assert_nothing_left(tmp_path, repo, report.url)
+
+
+# -- the review loop end to end: the real codex CLI, the literal replay agent --------------------
+
+QA_EVALUATOR = """kind: phase
+id: c-qa
+input: {ports: {notes: {contract: notes}}}
+execution:
+  goal: Judge the notes and the running application.
+  executor: {kind: evaluator}
+  sandbox: read-only
+  timeout_s: 300
+  idle_timeout_s: 60
+  qa:
+    startup_timeout_s: 20
+    deadline_s: 120
+    probes:
+      - {id: health, path: /health, body_contains: [ok]}
+      - {id: todos, path: /todos, body_contains: [Ship the API]}
+  criteria:
+    - {id: complete, description: Every request item is covered, threshold: 8}
+    - {id: clear, description: A newcomer understands it, threshold: 6}
+  skills:
+    - {id: c-eval-skill, path: skills/c-eval-skill/SKILL.md, load: entry, required: true}
+validation: none
+"""
+NOTES = "printf 'the generator was here\\n' > src/TodoApi/NOTES.md"
+
+
+def qa_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers: str | None,
+             required: bool = False):
+    """The minimal-api fixture as a git harness root whose `write` node is reviewed by the QA
+    evaluator `c-qa`; the stand-in `dotnet` on PATH with `answers` (None: no `dotnet`)."""
+    from specops_dag import delivery as ops
+    from specops_dag.catalog import definition_roots
+    from specops_dag.state import Store
+
+    from .agentic import AGENTIC
+
+    root = tmp_path / "harness"
+    shutil.copytree(FIXTURE, root)
+    phase = QA_EVALUATOR.replace("    deadline_s: 120\n", "    deadline_s: 120\n    required: true\n"
+                                 if required else "    deadline_s: 120\n")
+    write_tree(root, {**AGENTIC, "workflow_defs/phases/c-qa.yaml": phase,
+                      "workflow_defs/skills/c-eval-skill/SKILL.md": "---\nname: c-eval-skill\n"
+                                                                   "---\nBe skeptical.\n"})
+    wf = root / "workflow_defs/workflows/agentic.yaml"
+    wf.write_text(wf.read_text().replace(
+        "{id: write, phase: c-write,", "{id: write, phase: c-write, review: {phase: c-qa, "
+                                       "max_rounds: 2},"))
+    handle = git.Repo.init(root, initial_branch="main")
+    handle.git.add(A=True)
+    handle.index.commit("initial", author=WHO, committer=WHO)
+    if answers is not None:
+        monkeypatch.setenv("PATH", f"{STANDIN}:{os.environ['PATH']}")
+        monkeypatch.setenv("DOTNET_STANDIN_ANSWERS", str(STANDIN / "answers" / f"{answers}.yaml"))
+    store = Store(root)
+    ops.new_delivery(store, load_catalog(definition_roots(root), display_base=root), "agentic",
+                     "d1", "Write the notes.")
+    return store
+
+
+def generator() -> dict:
+    """A literal generator attempt that also changes the product (what QA must run)."""
+    return {"literal": {"before": [{"shell": NOTES}]}}
+
+
+def test_the_review_loop_runs_qa_before_the_evaluator_who_reads_its_evidence(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specops_dag.step import run_step
+
+    from .agentic import attempts, replay, settings_for
+    from .test_review_loop import verdict
+
+    store = qa_world(tmp_path, monkeypatch, "minimal-api")
+    with replay(tmp_path, {"write": [generator()],
+                           "write.review": [verdict("PASS", 9, 7)]}) as server:
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert outcome.status == "completed", outcome.message
+    root = store.root.resolve()
+    step = store.read("d1").get_step("write")
+    record = step.reviews[0]
+    assert (record["verdict"], record["qa_status"]) == ("PASS", "passed")
+    qa = record["qa"]
+    assert qa["evidence"] == "phases/d1/write/reviews/write-r1-qa/"
+    assert [(c["id"], c["status"]) for c in qa["checks"]] == [("health", "passed"),
+                                                               ("todos", "passed")]
+    # QA ran the generator's work: its snapshot holds the file the product commit got
+    repo = git.Repo(root)
+    product = repo.commit(step.commits["product"])
+    snapshot = repo.commit(qa["commit"])
+    assert (snapshot.tree / "src/TodoApi/NOTES.md").hexsha == (
+        product.tree / "src/TodoApi/NOTES.md").hexsha
+    assert snapshot.parents[0].hexsha == step.base_commit
+    evidence = root / "phases/d1/write/reviews/write-r1-qa"
+    read = attempts(tmp_path, "write.review")[0][0]["literal"]
+    assert read["action"] == "read"
+    assert f"{evidence}/qa.md" in read["paths"] and f"{evidence}/" in read["paths"]
+    prompt = (root / "phases/d1/write/reviews/write-r1-prompt.md").read_text()
+    assert (f"{evidence}/qa.md — QA of the running application (passed): what was run and "
+            "every check with its evidence files") in prompt
+    assert (f"QA: the executor ran the generator's work (snapshot commit {qa['commit'][:12]}) "
+            "in a throwaway worktree, started the application and checked it: PASSED — the "
+            f"application started on {qa['url']}; 2 probe(s) and 0 page(s) passed.") in prompt
+    assert "Ship the API" in (evidence / "probe-todos.response.txt").read_text()
+    assert git.Repo(root).git.worktree("list").count("\n") == 1  # main + the delivery's, no QA
+    assert not any((root / ".specops/qa").iterdir())
+    # the `review` asset check carries the QA result
+    from specops_dag.definitions import review_check
+
+    check = review_check(outcome)
+    assert check.passed and check.metadata["qa_status"].value == "passed"
+    assert check.metadata["qa"].value["evidence"] == "phases/d1/write/reviews/write-r1-qa/"
+
+
+def test_a_failed_qa_overrules_the_evaluators_pass_and_the_generator_gets_its_evidence(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specops_dag.step import run_step
+
+    from .agentic import attempts, replay, settings_for
+    from .test_review_loop import verdict
+
+    store = qa_world(tmp_path, monkeypatch, "minimal-api-500")
+    root = store.root.resolve()
+    with replay(tmp_path, {"write": [generator(), {"literal": {}}],
+                           "write.review": [verdict("PASS", 9, 7),
+                                            verdict("PASS", 9, 7)]}) as server:
+        first = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+        monkeypatch.setenv("DOTNET_STANDIN_ANSWERS", str(STANDIN / "answers/minimal-api.yaml"))
+        second = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    evidence = root / "phases/d1/write/reviews/write-r1-qa"
+    reason = ("QA against the running application failed: probe `todos` GET /todos: expected "
+              "status 200, got 500; the body does not contain 'Ship the API' (evidence in "
+              f"{evidence}/); it overrules the evaluator's PASS")
+    assert (first.status, second.status) == ("failed", "completed")
+    assert first.message == (f"attempt 1/3 failed: review round 1 blocked: {reason}; read the "
+                             f"full report at {root}/phases/d1/write/reviews/write-r1-report.md")
+    step = store.read("d1").get_step("write")
+    assert [(r["round"], r["verdict"], r["qa_status"]) for r in step.reviews] == [
+        (1, "BLOCK", "failed"), (2, "PASS", "passed")]
+    assert step.reviews[0]["reason"] == reason
+    assert "- FAILED probe `todos`: GET /todos: expected status 200, got 500" in (
+        evidence / "qa.md").read_text()
+    second_generator = json.dumps(attempts(tmp_path, "write")[1][0]["input"])
+    assert "QA against the running application failed: probe `todos`" in second_generator
+    prompt = (root / "phases/d1/write/reviews/write-r1-prompt.md").read_text()
+    assert "checked it: FAILED — probe `todos` GET /todos: expected status 200, got 500" in prompt
+    assert (root / "phases/d1/write/reviews/write-r2-qa/qa.md").read_text().startswith(
+        "# QA against the running application: PASSED")
+
+
+@pytest.mark.skipif(shutil.which("dotnet") is not None, reason="a real .NET SDK is on PATH")
+def test_without_an_sdk_the_evaluator_is_told_qa_was_skipped_and_the_record_says_skipped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specops_dag.step import run_step
+
+    from .agentic import replay, settings_for
+    from .test_review_loop import verdict
+
+    store = qa_world(tmp_path, monkeypatch, None)
+    with replay(tmp_path, {"write": [generator()],
+                           "write.review": [verdict("PASS", 9, 7)]}) as server:
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert outcome.status == "completed", outcome.message
+    record = store.read("d1").get_step("write").reviews[0]
+    assert (record["verdict"], record["qa_status"], record["qa"]["reason"]) == (
+        "PASS", "skipped", NO_SDK)
+    prompt = (store.root / "phases/d1/write/reviews/write-r1-prompt.md").read_text()
+    assert (f"QA: the running application was NOT checked ({NO_SDK}); nothing about its behaviour "
+            "is proven. Judge from the code, tests and validation evidence only, and say under "
+            "FINDINGS that QA was skipped.") in prompt
+
+
+@pytest.mark.skipif(shutil.which("dotnet") is not None, reason="a real .NET SDK is on PATH")
+def test_a_required_qa_that_is_skipped_blocks_the_step_before_any_evaluator_call(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specops_dag.step import run_step
+
+    from .agentic import attempts, replay, settings_for
+    from .test_review_loop import verdict
+
+    store = qa_world(tmp_path, monkeypatch, None, required=True)
+    with replay(tmp_path, {"write": [generator()],
+                           "write.review": [verdict("PASS", 9, 7)]}) as server:
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    reason = ("review round 1: QA against the running application is required by phase `c-qa` "
+              f"(qa.required) but was skipped: {NO_SDK}; no evaluator call was made: fix it, "
+              "then `specops resume d1 write`")
+    assert (outcome.status, outcome.message) == ("environment", f"blocked: {reason}")
+    step = store.read("d1").get_step("write")
+    assert (step.status, step.blocked_reason, step.last_failure) == ("blocked", reason, None)
+    assert step.reviews[0]["qa_status"] == "skipped"
+    assert attempts(tmp_path, "write.review") == []
+
+
+def test_a_background_child_and_a_grandchild_in_its_own_session_die_at_its_deadline(
+        tmp_path: Path) -> None:
+    import sys
+
+    from specops_dag.process import Background
+
+    from .test_process import SPAWNER
+
+    pid_file = tmp_path / "grandchild.pid"
+    app = Background([sys.executable, "-c", SPAWNER, str(pid_file)], cwd=tmp_path, deadline_s=2,
+                     stdout_path=tmp_path / "out.txt", stderr_path=tmp_path / "err.txt")
+    with app:
+        while app.poll() is None and time.monotonic() - app.started < 15:
+            time.sleep(0.1)
+    result = app.stop()
+    assert (result.timed_out, result.exit_code, result.stdout) == (True, None, "spawned\n")
+    grandchild = int(pid_file.read_text())
+    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"
