@@ -567,3 +567,53 @@ def test_a_background_child_and_a_grandchild_in_its_own_session_die_at_its_deadl
     assert (result.timed_out, result.exit_code, result.stdout) == (True, None, "spawned\n")
     grandchild = int(pid_file.read_text())
     assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"
+
+
+def test_plan_build_review_with_the_built_in_pbr_qa_phase_passes_on_the_minimal_api_fixture(
+        tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """As a user runs it: `specops new` / `approve` / `run` through Dagster, every node a real
+    `codex exec` against the literal agent, the build reviewed by the built-in `pbr-qa`."""
+    from specops_dag.state import Store
+
+    from .agentic import replay
+    from .test_builtin_workflows import AGENTS, Harness, assert_clean_git
+
+    root = tmp_path / "harness"
+    shutil.copytree(FIXTURE, root)
+    workflow = (REPO / "workflow_defs/workflows/plan-build-review.yaml").read_text()
+    write_tree(root, {"AGENTS.md": AGENTS.replace("calculator", "todo API"),
+                      "workflow_defs/workflows/plan-build-qa.yaml": workflow.replace(
+                          "id: plan-build-review", "id: plan-build-qa").replace(
+                          "{phase: pbr-evaluate, max_rounds: 3}", "{phase: pbr-qa, max_rounds: 3}")})
+    handle = git.Repo.init(root, initial_branch="main")
+    handle.git.add(A=True)
+    handle.index.commit("fixture", author=WHO, committer=WHO)
+    nodes = {"build": [{"literal": {"before": [{"shell": "printf '# QA notes\\n' > docs/qa.md"}]}}],
+             "*": [{"literal": {}}]}
+    with replay(tmp_path, nodes) as server:
+        h = Harness(root, {**clean_env, "SPECOPS_REPLAY_URL": server.url,
+                           "SPECOPS_CODEX_HOME": str(tmp_path / "codex-home"),
+                           "PATH": f"{STANDIN}:{clean_env['PATH']}",
+                           "DOTNET_STANDIN_ANSWERS": str(STANDIN / "answers/minimal-api.yaml")},
+                    tmp_path / "requests.jsonl")
+        h.ok("new", "plan-build-qa", "p1", "--request", "Add a health endpoint.")
+        h.ok("approve", "p1", "target-write", "--note", "go")
+        h.run("p1", 0)
+    build = Store(root).read("p1").get_step("build")
+    [review] = build.reviews
+    assert review["verdict"] == "PASS"
+    assert review["scores"] == {c: 10 for c in ("acceptance-criteria-covered",
+                                                "runs-as-specified", "tests-prove-behaviour",
+                                                "no-scope-creep")}
+    checks = [(c["id"], c["status"]) for c in review["qa"]["checks"]]
+    if HAS_BROWSER:
+        assert (review["qa_status"], checks) == ("passed", [("health", "passed"),
+                                                            ("home", "passed")])
+        assert (root / "phases/p1/build/reviews/build-r1-qa/page-home.png").is_file()
+    else:
+        assert (review["qa_status"], checks) == ("skipped", [("health", "passed"),
+                                                             ("home", "skipped")])
+    assert (root / "phases/p1/build/reviews/build-r1-qa/probe-health.response.txt"
+            ).read_text().endswith("\n\nok")
+    assert git.Repo(root).git.worktree("list").count("\n") == 1  # main + p1; QA's is gone
+    assert_clean_git(h, "p1")
