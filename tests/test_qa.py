@@ -172,6 +172,75 @@ def test_the_whole_qa_deadline_kills_an_application_that_outlives_it(tmp_path: P
     assert_nothing_left(tmp_path, repo, report.url)
 
 
+RUN_ARGV = ("[run, --project, '{root}/src/TodoApi/TodoApi.csproj', --no-build, -c, Release, "
+            "--no-launch-profile, --, --urls, '{urls}']")
+BUILD_ARGV = ("[build, '{root}/TodoApi.sln', --no-restore, -c, Release, -nologo, "
+              "'-nodeReuse:false', '-tl:off', -warnaserror, --no-incremental, "
+              "'-p:UseSharedCompilation=false']")
+
+
+def answers_beside(tmp_path: Path, answers: str) -> dict[str, str]:
+    """An answers file of this test's own that extends minimal-api's."""
+    path = tmp_path / "answers.yaml"
+    path.write_text(f"extends: {STANDIN / 'answers/minimal-api.yaml'}\nanswers:\n{answers}")
+    return {**standin("minimal-api", tmp_path / "dotnet.log"), "DOTNET_STANDIN_ANSWERS": str(path)}
+
+
+def test_an_application_that_exits_at_start_up_fails_qa_with_its_exit_code(
+        tmp_path: Path) -> None:
+    env = answers_beside(tmp_path, f"""  - argv: {RUN_ARGV}
+    stderr: |
+      Unhandled exception. System.IO.IOException: Failed to bind to address {{urls}}: address already in use.
+    exit: 134
+""")
+    repo, report = run(tmp_path, qa_of(probes=PROBES), env)
+    assert (report.status, report.stage) == ("failed", "start")
+    assert report.reason == (f"the application exited with code 134 before it listened on "
+                             f"{report.url}; its output: phases/d1/build/reviews/build-r1-qa/"
+                             "app.out.txt")
+    assert "Failed to bind to address" in evidence(tmp_path, "app.err.txt")
+    assert_nothing_left(tmp_path, repo, report.url)
+
+
+def test_a_build_that_fails_stops_qa_before_the_application_is_started(tmp_path: Path) -> None:
+    env = answers_beside(tmp_path, f"""  - argv: {BUILD_ARGV}
+    stdout: |
+      {{root}}/src/TodoApi/Program.cs(10,5): error CS0103: The name 'todos' does not exist in the current context [{{root}}/src/TodoApi/TodoApi.csproj]
+
+      Build FAILED.
+    exit: 1
+""")
+    repo, report = run(tmp_path, qa_of(probes=PROBES), env)
+    assert (report.status, report.stage, report.url) == ("failed", "build", None)
+    assert report.reason.startswith(
+        "restore and build of the generator's work failed at `build`: `dotnet build` of "
+        "TodoApi.sln failed (exit 1); first error: ")
+    assert report.reason.endswith("; logs in phases/d1/build/reviews/build-r1-qa/validation/")
+    assert "run --project" not in (tmp_path / "dotnet.log").read_text()
+    assert_nothing_left(tmp_path, repo, None)
+
+
+def test_a_repository_without_a_web_project_fails_qa_and_asks_for_qa_project(
+        tmp_path: Path) -> None:
+    repo = tmp_path / "calc"
+    shutil.copytree(REPO / "dotnet_fixtures/all-pass", repo)
+    handle = git.Repo.init(repo, initial_branch="main")
+    handle.git.add(A=True)
+    handle.index.commit("initial", author=WHO, committer=WHO)
+    report = run_qa(qa_of(probes=PROBES), repo=repo, git_target=True, root=tmp_path,
+                    evidence=tmp_path / "ev", label="d1-build-r1",
+                    env=standin("all-pass", tmp_path / "dotnet.log"), secrets=[])
+    assert (report.status, report.stage, report.reason) == (
+        "failed", "project", "no Microsoft.NET.Sdk.Web project in the generator's work; name "
+                             "the project to run in qa.project")
+    missing = run_qa(qa_of(project="src/Api/Api.csproj"), repo=repo, git_target=True,
+                     root=tmp_path, evidence=tmp_path / "ev", label="d1-build-r1",
+                     env=standin("all-pass", tmp_path / "dotnet.log"), secrets=[])
+    assert missing.reason == ("qa.project `src/Api/Api.csproj` does not exist in the "
+                              "generator's work")
+    assert_nothing_left(tmp_path, repo, None)
+
+
 def test_without_dotnet_on_path_qa_is_skipped_and_never_reported_as_passed(
         tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
