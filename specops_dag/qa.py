@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import gitflow
+from .codex import redact
 from .definition import Qa, QaPage, QaProbe
 from .dotnet import CONFIGURATION, DROP_ENV, build_worktree, dotnet_env, validate_full
 from .errors import ToolMissing
@@ -84,10 +85,12 @@ class _Run:
         root = self.root.resolve()
         return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
 
+    def here(self, name: str) -> str:
+        """An evidence path as reasons give it: absolute, so it opens from any agent's cwd."""
+        return str((self.evidence / name).resolve())
+
     def save(self, name: str, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        write_text_atomic(self.evidence / name, text)
+        write_text_atomic(self.evidence / name, redact(text, self.secrets))
         return self.shown(self.evidence / name)
 
 
@@ -104,7 +107,7 @@ def run_qa(qa: Qa, *, repo: Path, git_target: bool, root: Path, evidence: Path, 
     report = replace(report, evidence=run.shown(evidence) + "/",
                      duration_s=round(time.monotonic() - started, 3))
     write_json_atomic(evidence / "qa.json", report.as_record())
-    write_text_atomic(evidence / "qa.md", describe(report))
+    write_text_atomic(evidence / "qa.md", describe(report, evidence.resolve()))
     return report
 
 
@@ -177,8 +180,8 @@ def _exercise(run: _Run) -> QaReport:
     for name, text in (("app.out.txt", result.stdout), ("app.err.txt", result.stderr)):
         run.save(name, text)
     if problem:
-        return QaReport("failed", f"{problem}; its output: {run.shown(run.evidence)}/app.out.txt",
-                        "start", url=url)
+        return QaReport("failed", f"{problem}; its output: {run.here('app.out.txt')}", "start",
+                        url=url)
     return verdict(checks, url)
 
 
@@ -194,7 +197,7 @@ def _build(run: _Run) -> QaReport | None:
         return None
     return QaReport("failed", f"{'the validation' if run.qa.tests else 'restore and build'} of "
                     f"the generator's work failed at `{report.stage}`: {report.message}; logs in "
-                    f"{run.shown(logs)}/", stage, logs=report.logs)
+                    f"{run.here('validation')}/", stage, logs=report.logs)
 
 
 def app_env(env: dict[str, str], qa: Qa) -> dict[str, str]:
@@ -337,21 +340,22 @@ def verdict(checks: list[QaCheck], url: str) -> QaReport:
                     f"{pages} page(s) passed", "done", url=url, checks=tuple(checks))
 
 
-def describe(report: QaReport) -> str:
-    """qa.md: what the evaluator reads first; every evidence file by path."""
+def describe(report: QaReport, folder: Path) -> str:
+    """qa.md: what the evaluator reads first. Its files are named by their names in `folder`
+    (given absolute, so they open from any working directory)."""
     lines = [f"# QA against the running application: {report.status.upper()}", "",
-             f"- result: {report.reason}", f"- stage reached: {report.stage}"]
+             f"- result: {report.reason}", f"- stage reached: {report.stage}",
+             f"- evidence files (named below): {folder}/"]
     if report.commit:
         lines.append(f"- ran the generator's work: snapshot commit {report.commit} (tree "
                      f"{report.tree}) in a throwaway worktree, removed afterwards")
     if report.url:
-        lines.append(f"- application URL: {report.url} (its output: {report.evidence}app.out.txt"
-                     f", {report.evidence}app.err.txt)")
+        lines.append(f"- application URL: {report.url} (its output: app.out.txt, app.err.txt)")
     if report.logs:
-        lines.append(f"- build and test logs: {report.evidence}validation/")
+        lines.append("- build and test logs: validation/")
     if report.checks:
         lines += ["", "## Checks", ""]
         lines += [f"- {c.status.upper()} {c.kind} `{c.id}`: {c.detail}"
-                  + (f" — evidence: {', '.join(c.files)}" if c.files else "")
+                  + (f" — evidence: {', '.join(Path(f).name for f in c.files)}" if c.files else "")
                   for c in report.checks]
     return "\n".join(lines) + "\n"

@@ -122,8 +122,21 @@ def test_qa_runs_the_generators_work_in_a_throwaway_worktree_and_every_probe_pas
         ("health", "passed", "GET /health: 200 as expected"),
         ("todos", "passed", "GET /todos: 200 as expected"),
         ("create", "passed", "POST /todos: 201 as expected")]
-    assert evidence(tmp_path, "qa.md").startswith(
-        "# QA against the running application: PASSED\n\n- result: the application started on ")
+    assert evidence(tmp_path, "qa.md") == (
+        "# QA against the running application: PASSED\n\n"
+        f"- result: the application started on {report.url}; 3 probe(s) and 0 page(s) passed\n"
+        "- stage reached: done\n"
+        f"- evidence files (named below): {tmp_path}/phases/d1/build/reviews/build-r1-qa/\n"
+        f"- ran the generator's work: snapshot commit {report.commit} (tree {report.tree}) in a "
+        "throwaway worktree, removed afterwards\n"
+        f"- application URL: {report.url} (its output: app.out.txt, app.err.txt)\n\n"
+        "## Checks\n\n"
+        "- PASSED probe `health`: GET /health: 200 as expected — evidence: "
+        "probe-health.request.txt, probe-health.response.txt\n"
+        "- PASSED probe `todos`: GET /todos: 200 as expected — evidence: "
+        "probe-todos.request.txt, probe-todos.response.txt\n"
+        "- PASSED probe `create`: POST /todos: 201 as expected — evidence: "
+        "probe-create.request.txt, probe-create.response.txt\n")
     assert_nothing_left(tmp_path, repo, report.url)
 
 
@@ -156,7 +169,8 @@ def test_an_application_that_never_listens_hits_the_startup_deadline_and_its_tre
     assert (report.status, report.stage, report.checks) == ("failed", "start", ())
     assert report.reason == (
         f"the application did not listen on {report.url} within 2 s (qa.startup_timeout_s); its "
-        "process tree was killed; its output: phases/d1/build/reviews/build-r1-qa/app.out.txt")
+        f"process tree was killed; its output: {tmp_path}/phases/d1/build/reviews/build-r1-qa/"
+        "app.out.txt")
     assert_nothing_left(tmp_path, repo, report.url)
 
 
@@ -166,8 +180,8 @@ def test_the_whole_qa_deadline_kills_an_application_that_outlives_it(tmp_path: P
     assert (report.status, report.stage) == ("failed", "start")
     assert report.reason == (
         f"the application did not listen on {report.url} before the QA deadline ran out "
-        "(qa.deadline_s); its process tree was killed; its output: "
-        "phases/d1/build/reviews/build-r1-qa/app.out.txt")
+        f"(qa.deadline_s); its process tree was killed; its output: {tmp_path}/phases/d1/build/"
+        "reviews/build-r1-qa/app.out.txt")
     assert report.duration_s < 20
     assert_nothing_left(tmp_path, repo, report.url)
 
@@ -196,8 +210,8 @@ def test_an_application_that_exits_at_start_up_fails_qa_with_its_exit_code(
     repo, report = run(tmp_path, qa_of(probes=PROBES), env)
     assert (report.status, report.stage) == ("failed", "start")
     assert report.reason == (f"the application exited with code 134 before it listened on "
-                             f"{report.url}; its output: phases/d1/build/reviews/build-r1-qa/"
-                             "app.out.txt")
+                             f"{report.url}; its output: {tmp_path}/phases/d1/build/reviews/"
+                             "build-r1-qa/app.out.txt")
     assert "Failed to bind to address" in evidence(tmp_path, "app.err.txt")
     assert_nothing_left(tmp_path, repo, report.url)
 
@@ -215,7 +229,8 @@ def test_a_build_that_fails_stops_qa_before_the_application_is_started(tmp_path:
     assert report.reason.startswith(
         "restore and build of the generator's work failed at `build`: `dotnet build` of "
         "TodoApi.sln failed (exit 1); first error: ")
-    assert report.reason.endswith("; logs in phases/d1/build/reviews/build-r1-qa/validation/")
+    assert report.reason.endswith(f"; logs in {tmp_path}/phases/d1/build/reviews/build-r1-qa/"
+                                  "validation/")
     assert "run --project" not in (tmp_path / "dotnet.log").read_text()
     assert_nothing_left(tmp_path, repo, None)
 
@@ -686,3 +701,30 @@ def test_plan_build_review_with_the_built_in_pbr_qa_phase_passes_on_the_minimal_
             ).read_text().endswith("\n\nok")
     assert git.Repo(root).git.worktree("list").count("\n") == 1  # main + p1; QA's is gone
     assert_clean_git(h, "p1")
+
+
+def test_a_failed_qa_is_added_to_the_evaluators_own_block_and_its_scores_reach_the_generator(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specops_dag.step import run_step
+
+    from .agentic import replay, settings_for
+    from .test_review_loop import verdict
+
+    store = qa_world(tmp_path, monkeypatch, "minimal-api-500")
+    with replay(tmp_path, {"write": [generator()],
+                           "write.review": [verdict("BLOCK", 5, 7)]}) as server:
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    root = store.root.resolve()
+    qa_failure = ("QA against the running application failed: probe `todos` GET /todos: expected "
+                  "status 200, got 500; the body does not contain 'Ship the API' (evidence in "
+                  f"{root}/phases/d1/write/reviews/write-r1-qa/)")
+    record = store.read("d1").get_step("write").reviews[0]
+    assert (record["verdict"], record["reason"]) == (
+        "BLOCK", f"the evaluator's verdict is BLOCK; under threshold: complete 5/8; {qa_failure}")
+    assert outcome.message == (
+        "attempt 1/3 failed: review round 1 blocked: the evaluator's verdict is BLOCK; under "
+        f"threshold: complete 5/8; read the full report at {root}/phases/d1/write/reviews/"
+        "write-r1-report.md\nscores:\n- complete: 5/8 (below threshold)\n- clear: 7/6\n"
+        "Fix every finding in the report that applies to your work, keep the validation green, "
+        f"then finish the step as before; the next review round evaluates the code afresh.\n"
+        f"{qa_failure}")
