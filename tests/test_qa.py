@@ -543,6 +543,12 @@ def test_the_review_loop_runs_qa_before_the_evaluator_who_reads_its_evidence(
             "in a throwaway worktree, started the application and checked it: PASSED — the "
             f"application started on {qa['url']}; 2 probe(s) and 0 page(s) passed.") in prompt
     assert "Ship the API" in (evidence / "probe-todos.response.txt").read_text()
+    # the evidence is kept with the report, in the metadata commit too (its build logs are not)
+    committed = repo.commit(step.commits["metadata"]).tree / "phases/d1/write/reviews/write-r1-qa"
+    assert sorted(b.name for b in committed.blobs) == [
+        "app.err.txt", "app.out.txt", "probe-health.request.txt", "probe-health.response.txt",
+        "probe-todos.request.txt", "probe-todos.response.txt", "qa.json", "qa.md"]
+    assert committed.trees == [] and (evidence / "validation").is_dir()
     assert git.Repo(root).git.worktree("list").count("\n") == 1  # main + the delivery's, no QA
     assert not any((root / ".specops/qa").iterdir())
     # the `review` asset check carries the QA result
