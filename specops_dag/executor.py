@@ -284,15 +284,7 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
         k: getattr(first.usage, k) + getattr(outcome.usage, k) for k in TOKEN_FIELDS})
     record = {**outcome.record, "usage": usage.model_dump(exclude={"role", "attempt"})}
     evaluator_passed, evaluator_reason = record["verdict"] == "PASS", record["reason"]
-    qa_failure = None
-    if qa is not None:
-        record.update(qa_status=qa.status, qa=qa.as_record())
-        if qa.status == "failed" and record["verdict"] in ("PASS", "BLOCK"):
-            qa_failure = (f"QA against the running application failed: {qa.reason} (evidence in "
-                          f"{agent_path(store.root / (qa.evidence or ''), repo)}/)")
-            record["reason"] = (f"{qa_failure}; it overrules the evaluator's PASS"
-                                if evaluator_passed else f"{record['reason']}; {qa_failure}")
-            record["verdict"] = "BLOCK"
+    qa_failure = judge_with_qa(record, qa, store.root, repo)
     if outcome.environment:
         return AttemptResult(False, outcome.environment, environment=True, review=record,
                              review_usage=usage)
@@ -314,6 +306,22 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
             feedback += f"\n{qa_failure}"
     return AttemptResult(False, failure_summary(feedback), review=record,
                          review_exhausted=round_no >= max_rounds, review_usage=usage)
+
+
+def judge_with_qa(record: dict, qa: QaReport | None, root: Path, repo: Path) -> str | None:
+    """Put the round's QA into its review record; a failed QA blocks the round whatever the
+    evaluator said (a PASS is overruled). Returns the QA failure for the generator, or None."""
+    if qa is None:
+        return None
+    record.update(qa_status=qa.status, qa=qa.as_record())
+    if qa.status != "failed" or record["verdict"] not in ("PASS", "BLOCK"):
+        return None
+    failure = (f"QA against the running application failed: {qa.reason} (evidence in "
+               f"{agent_path(root / (qa.evidence or ''), repo)}/)")
+    record["reason"] = (f"{failure}; it overrules the evaluator's PASS"
+                        if record["verdict"] == "PASS" else f"{record['reason']}; {failure}")
+    record["verdict"] = "BLOCK"
+    return failure
 
 
 def qa_stage(store: Store, state: Delivery, step: Step, settings: AgentSettings, phase: Phase,
