@@ -121,13 +121,14 @@ def _qa(run: _Run, repo: Path, git_target: bool, scratch: Path) -> QaReport:
     if worktree.exists() or scratch.exists():  # left by a run that was killed
         gitflow.remove_worktree(repo, worktree)
         shutil.rmtree(scratch, ignore_errors=True)
-    commit, tree = gitflow.snapshot_commit(repo, scratch, "specops QA: the generator's work")
     try:
+        commit, tree = gitflow.snapshot_commit(repo, scratch, "specops QA: the generator's work")
         gitflow.add_detached_worktree(repo, worktree, commit)
         run.worktree = worktree
-        report = _exercise(run)
-    except ToolMissing:
-        report = QaReport("skipped", NO_SDK, "setup")
+        try:
+            report = _exercise(run)
+        except ToolMissing:  # `dotnet` went away since the check above
+            report = QaReport("skipped", NO_SDK, "setup")
     finally:
         gitflow.remove_worktree(repo, worktree)
         shutil.rmtree(scratch, ignore_errors=True)
