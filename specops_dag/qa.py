@@ -23,7 +23,7 @@ from .codex import redact
 from .definition import Qa, QaPage, QaProbe
 from .dotnet import CONFIGURATION, DROP_ENV, build_worktree, dotnet_env, validate_full
 from .errors import ToolMissing
-from .process import Background, run_process
+from .process import Background, kill_tree, run_process
 from .state import write_json_atomic, write_text_atomic
 
 QA_ROOT = ".specops/qa"
@@ -119,6 +119,7 @@ def _qa(run: _Run, repo: Path, git_target: bool, scratch: Path) -> QaReport:
         return QaReport("skipped", NO_SDK, "setup")
     worktree = scratch / "tree"
     if worktree.exists() or scratch.exists():  # left by a run that was killed
+        kill_leftovers(scratch)
         gitflow.remove_worktree(repo, worktree)
         shutil.rmtree(scratch, ignore_errors=True)
     try:
@@ -133,6 +134,21 @@ def _qa(run: _Run, repo: Path, git_target: bool, scratch: Path) -> QaReport:
         gitflow.remove_worktree(repo, worktree)
         shutil.rmtree(scratch, ignore_errors=True)
     return replace(report, commit=commit, tree=tree)
+
+
+def kill_leftovers(scratch: Path) -> list[int]:
+    """Kill what a QA run that was itself killed left running in `scratch`: an application
+    whose `dotnet run` died without ending it still has its working directory there. Only
+    processes working inside `scratch` are touched."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["pid", "cwd"]):
+        cwd = proc.info.get("cwd")
+        if cwd and Path(cwd).is_relative_to(scratch.resolve()):
+            found.append(proc.info["pid"])
+            kill_tree(proc.info["pid"])
+    return found
 
 
 def web_project(worktree: Path, qa: Qa) -> Path | str:

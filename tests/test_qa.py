@@ -256,6 +256,27 @@ def test_a_repository_without_a_web_project_fails_qa_and_asks_for_qa_project(
     assert_nothing_left(tmp_path, repo, None)
 
 
+def test_what_a_killed_qa_run_left_running_in_its_worktree_is_killed_by_the_next_one(
+        tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    left = tmp_path / ".specops/qa/d1-build-r1/tree/src/TodoApi"
+    left.mkdir(parents=True)
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], cwd=left,
+                              start_new_session=True)
+    try:
+        repo, report = run(tmp_path, qa_of(probes=PROBES[:1]),
+                           standin("minimal-api", tmp_path / "dotnet.log"))
+        assert report.status == "passed", report.reason
+        assert orphan.wait(timeout=10) is not None  # killed, not left to time out
+    finally:
+        if orphan.poll() is None:  # only if the product failed to: never leave it behind
+            orphan.kill()
+            orphan.wait()
+    assert_nothing_left(tmp_path, repo, report.url)
+
+
 def test_without_dotnet_on_path_qa_is_skipped_and_never_reported_as_passed(
         tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
