@@ -171,7 +171,6 @@ def web_project(worktree: Path, qa: Qa) -> Path | str:
             "qa.project")
 
 
-
 def _exercise(run: _Run) -> QaReport:
     project = web_project(run.worktree, run.qa)
     if isinstance(project, str):
