@@ -267,6 +267,12 @@ class _Loader:
         elif execution.criteria:
             p.append(f"{src.display}: execution.criteria: only an evaluator phase scores "
                      f"criteria, this one runs `{execution.executor.kind}`; remove them")
+        if execution.qa is not None and execution.executor.kind != "evaluator":
+            p.append(f"{src.display}: execution.qa: only an evaluator phase runs QA against the "
+                     f"application, this one runs `{execution.executor.kind}`; remove it or use "
+                     "`executor: {kind: evaluator}`")
+        elif execution.qa is not None:
+            self.check_qa(src.display, phase)
         seen: dict[str, int] = {}
         for i, art in enumerate(phase.output.artifacts):
             where = f"{src.display}: output.artifacts[{i}]"
@@ -278,6 +284,40 @@ class _Loader:
             if problem:
                 p.append(f"{where}.path: `{art.path}` {problem}; use a path relative to the "
                          "node folder phases/<delivery>/<node>/")
+
+    def check_qa(self, d: str, phase: Phase) -> None:
+        """The `qa:` block of an evaluator phase: a project inside the repository, deadlines
+        that fit the phase's, probe and page paths from the base URL, ids unique (they name
+        the evidence files)."""
+        p, qa, timeout = self.problems, phase.execution.qa, phase.execution.timeout_s
+        assert qa is not None
+        where = f"{d}: execution.qa"
+        if qa.project is not None:
+            problem = relative_path_problem(qa.project)
+            if problem in ("is absolute", "escapes the phase folder"):
+                what = "is absolute" if problem == "is absolute" else "leaves the target repository"
+                p.append(f"{where}.project: `{qa.project}` {what}; use a path relative to the "
+                         "target repository")
+            elif not qa.project.endswith(".csproj"):
+                p.append(f"{where}.project: `{qa.project}` is not a .csproj file; name the "
+                         "project `dotnet run` starts, e.g. src/Api/Api.csproj")
+        if qa.deadline_s >= timeout:
+            p.append(f"{where}.deadline_s: {qa.deadline_s} s does not fit in the phase's "
+                     f"timeout_s ({timeout} s), which QA and the evaluator's session share; "
+                     "lower qa.deadline_s or raise timeout_s")
+        if qa.startup_timeout_s >= qa.deadline_s:
+            p.append(f"{where}.startup_timeout_s: {qa.startup_timeout_s} s leaves no time to "
+                     f"probe within qa.deadline_s ({qa.deadline_s} s); lower it")
+        seen: dict[str, str] = {}
+        for kind, items in (("probes", qa.probes), ("browser", qa.browser)):
+            for i, item in enumerate(items):
+                if not item.path.startswith("/"):
+                    p.append(f"{where}.{kind}[{i}].path: `{item.path}` does not start with `/`; "
+                             "give a path from the application's base URL, e.g. /health")
+                if item.id in seen:
+                    p.append(f"{where}.{kind}[{i}].id: duplicate QA id `{item.id}` (first at "
+                             f"execution.qa.{seen[item.id]}); give each probe and page its own id")
+                seen.setdefault(item.id, f"{kind}[{i}]")
 
     def check_context_files(self, where: str, paths: list[str]) -> None:
         """Context paths are read from the target repository: relative, inside it, a file."""

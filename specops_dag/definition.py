@@ -120,6 +120,45 @@ class Criterion(Strict):
     threshold: int = Field(ge=1, le=10)
 
 
+HttpMethod = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+
+
+class QaProbe(Strict):
+    """One HTTP request to the running application and what its answer must show."""
+
+    id: Ident
+    method: HttpMethod = "GET"
+    path: str  # from the application's base URL: starts with `/` (checked at load)
+    headers: dict[str, str] = {}
+    body: str | None = None  # sent as is; give a Content-Type in `headers`
+    status: int = Field(default=200, ge=100, le=599)
+    body_contains: list[str] = []
+
+
+class QaPage(Strict):
+    """A page opened in Chromium (through Playwright): screenshot and visible text are saved."""
+
+    id: Ident
+    path: str
+    status: int | None = Field(default=None, ge=100, le=599)  # of the page's own response
+    text_contains: list[str] = []
+
+
+class Qa(Strict):
+    """QA against the running application (seed 003): in a throwaway worktree at the
+    generator's work, restore and build (and with `tests`, the whole validation), start
+    `project` with `dotnet run` on a free loopback port, then probe it."""
+
+    project: str | None = None  # the .csproj to run; default: the one Microsoft.NET.Sdk.Web project
+    tests: bool = False
+    startup_timeout_s: int = Field(default=120, ge=1)
+    deadline_s: int = Field(default=900, ge=1)  # the whole QA stage, within execution.timeout_s
+    env: dict[str, str] = {}  # for the application only (e.g. ASPNETCORE_ENVIRONMENT)
+    probes: list[QaProbe] = []
+    browser: list[QaPage] = []
+    required: bool = False  # a skipped QA (no SDK) blocks the step instead of being reported
+
+
 class Execution(Strict):
     goal: str = Field(min_length=1)
     executor: Executor
@@ -135,6 +174,7 @@ class Execution(Strict):
     budget: Budget = Budget()
     expects_product_change: bool = False  # no product change after exit 0 → a failed attempt
     criteria: list[Criterion] = []  # evaluator phases only
+    qa: Qa | None = None  # evaluator phases only
 
 
 class Artifact(Strict):

@@ -311,6 +311,21 @@ def restore_worktree(root: Path, log_dir: Path, env: dict[str, str],
     return failed or ValidationReport(True, "restore", "restore", "restored", logs=tuple(run.logs))
 
 
+def build_worktree(root: Path, log_dir: Path, env: dict[str, str],
+                   deadline_s: float = DEADLINE_S) -> ValidationReport:
+    """Restore and build as the validation does (warnings as errors), without evaluating or
+    testing: what QA needs before it runs the application. Raises ToolMissing without `dotnet`."""
+    root = root.resolve()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    run = Run(root, log_dir, time.monotonic() + deadline_s, deadline_s, dotnet_env(env))
+    repo = discover(root)
+    if repo.problem:
+        return run.fail("discovery", repo.problem)
+    failed = build_targets(run, repo)
+    return failed or ValidationReport(True, "build", "build", "restored and built",
+                                      logs=tuple(run.logs))
+
+
 def run_tests(run: Run, repo: Repo) -> None | ValidationReport:
     """`dotnet test` per test project, TRX in a fresh directory per call, every TRX judged."""
     if not repo.tests:

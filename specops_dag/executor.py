@@ -37,6 +37,7 @@ from .prompt import (
     skill_lines,
     where_line,
 )
+from .qa import QaReport, run_qa
 from .reading import agent_path, sha256_file
 from .review import (
     Review,
@@ -256,12 +257,23 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     if (folder / "validation").is_dir():
         lines.append(f"{agent_path(folder / 'validation', repo)}/ — the validation logs and TRX")
     skills = [line.removeprefix("- ") for line in skill_lines(store.root, state, phase_id, repo)]
+    qa = qa_stage(store, state, step, settings, phase, repo, round_no)
+    if qa is not None and qa.status == "skipped" and phase.execution.qa.required:
+        reason = (f"review round {round_no}: QA against the running application is required by "
+                  f"phase `{phase_id}` (qa.required) but was skipped: {qa.reason}; no evaluator "
+                  f"call was made: fix it, then `specops resume {state.phase} {step.name}`")
+        return AttemptResult(False, reason, environment=True, review={
+            "round": round_no, "verdict": "BLOCK", "reason": reason, "qa_status": qa.status,
+            "qa": qa.as_record()})
+    if qa is not None:
+        lines += qa_read_lines(store.root / (qa.evidence or ""), qa, repo)
     text = evaluator_prompt_section(phase.execution.criteria, step.name, lines, round_no,
                                     max_rounds, skill_lines=skills, where=where_line(repo),
-                                    goal=phase.execution.goal)
+                                    goal=phase.execution.goal, qa=qa_task_line(qa))
     agents = repo / "AGENTS.md"
     prompt = (agents.read_text(encoding="utf-8") + "\n\n" if agents.is_file() else "") + text
-    session = ReviewSession(store, state, step, settings, phase, repo, round_no)
+    session = ReviewSession(store, state, step, settings, phase, repo, round_no,
+                            spent_s=qa.duration_s if qa else 0.0)
     first = session.evaluate(prompt, "")
     outcome = first
     if first.review.verdict == "MALFORMED" and first.record["verdict"] == "MALFORMED":
@@ -271,6 +283,8 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     usage = outcome.usage if outcome is first else first.usage.model_copy(update={
         k: getattr(first.usage, k) + getattr(outcome.usage, k) for k in TOKEN_FIELDS})
     record = {**outcome.record, "usage": usage.model_dump(exclude={"role", "attempt"})}
+    evaluator_passed, evaluator_reason = record["verdict"] == "PASS", record["reason"]
+    qa_failure = judge_with_qa(record, qa, store.root, repo)
     if outcome.environment:
         return AttemptResult(False, outcome.environment, environment=True, review=record,
                              review_usage=usage)
@@ -283,12 +297,69 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
                              f"{state.phase} {step.name}`", environment=True, review=record,
                              review_usage=usage)
     shown = agent_path(store.root / record["report"], repo)
-    feedback = (feedback_for_generator(outcome.review, shown)
-                if record["reason"] == outcome.review.reason else
-                f"review round {round_no} blocked: {record['reason']}; read the full report at "
-                f"{shown}")
+    if evaluator_passed or evaluator_reason != outcome.review.reason:
+        feedback = (f"review round {round_no} blocked: {record['reason']}; read the full report "
+                    f"at {shown}")
+    else:
+        feedback = feedback_for_generator(outcome.review, shown)
+        if qa_failure:
+            feedback += f"\n{qa_failure}"
     return AttemptResult(False, failure_summary(feedback), review=record,
                          review_exhausted=round_no >= max_rounds, review_usage=usage)
+
+
+def judge_with_qa(record: dict, qa: QaReport | None, root: Path, repo: Path) -> str | None:
+    """Put the round's QA into its review record; a failed QA blocks the round whatever the
+    evaluator said (a PASS is overruled). Returns the QA failure for the generator, or None."""
+    if qa is None:
+        return None
+    record.update(qa_status=qa.status, qa=qa.as_record())
+    if qa.status != "failed" or record["verdict"] not in ("PASS", "BLOCK"):
+        return None
+    failure = (f"QA against the running application failed: {qa.reason} (evidence in "
+               f"{agent_path(root / (qa.evidence or ''), repo)}/)")
+    record["reason"] = (f"{failure}; it overrules the evaluator's PASS"
+                        if record["verdict"] == "PASS" else f"{record['reason']}; {failure}")
+    record["verdict"] = "BLOCK"
+    return failure
+
+
+def qa_stage(store: Store, state: Delivery, step: Step, settings: AgentSettings, phase: Phase,
+             repo: Path, round_no: int) -> QaReport | None:
+    """The phase's `qa:` against the generator's work, before the evaluator's session; its
+    evidence beside the round's report (`reviews/<node>-rN-qa/`)."""
+    if phase.execution.qa is None:
+        return None
+    env = step_env(store, state, step)
+    secrets = secret_values(env, agent_excludes(settings))
+    folder = node_dir(store, state.phase, step.name)
+    return run_qa(phase.execution.qa, repo=repo, git_target=bool(state.worktree),
+                  root=store.root, evidence=folder / "reviews" / f"{step.name}-r{round_no}-qa",
+                  label=f"{state.phase}-{step.name}-r{round_no}",
+                  env={k: v for k, v in env.items() if v not in secrets}, secrets=secrets)
+
+
+def qa_read_lines(evidence: Path, qa: QaReport, repo: Path) -> list[str]:
+    where = agent_path(evidence, repo)
+    return [f"{where}/qa.md — QA of the running application ({qa.status}): what was run and "
+            "every check with its evidence files",
+            f"{where}/ — the QA evidence: requests, responses, screenshots, application output"]
+
+
+def qa_task_line(qa: QaReport | None) -> str:
+    """What the evaluator is told about the QA of this round (nothing when the phase has none)."""
+    if qa is None:
+        return ""
+    if qa.status == "skipped":
+        return (f"QA: the running application was NOT checked ({qa.reason}); nothing about its "
+                "behaviour is proven. Judge from the code, tests and validation evidence only, "
+                "and say under FINDINGS that QA was skipped.")
+    ran = f" (snapshot commit {qa.commit[:12]})" if qa.commit else ""
+    return (f"QA: the executor ran the generator's work{ran} in a throwaway worktree, started the "
+            f"application and checked it: {qa.status.upper()} — {qa.reason}. Its summary and "
+            "evidence (requests, responses, screenshots, application output) are in READ; judge "
+            "the behaviour from them. A failed QA check blocks this round whatever you score; "
+            "name each one under FINDINGS with what would fix it.")
 
 
 REASK = ("Your review could not be read ({reason}). Answer again: your LAST message must "
@@ -318,6 +389,7 @@ class ReviewSession:
     phase: Phase
     repo: Path
     round_no: int
+    spent_s: float = 0.0  # QA ran first within the phase's timeout_s: the session gets the rest
 
     def evaluate(self, prompt: str, suffix: str) -> Evaluation:
         store, state, step, settings = self.store, self.state, self.step, self.settings
@@ -339,7 +411,8 @@ class ReviewSession:
                           idle_timeout_s=execution.idle_timeout_s, network=execution.network)
         use_codex_home(store, settings, env)
         before = gitflow.product_changes(self.repo) if state.worktree else []
-        run = run_codex(argv, prompt, workdir=self.repo, env=env, timeout_s=execution.timeout_s,
+        timeout_s = max(1, int(execution.timeout_s - self.spent_s))
+        run = run_codex(argv, prompt, workdir=self.repo, env=env, timeout_s=timeout_s,
                         idle_timeout_s=execution.idle_timeout_s,
                         command_timeout_s=execution.command_timeout_s,
                         stdout_path=base.with_name(base.name + ".jsonl"),
@@ -375,7 +448,7 @@ class ReviewSession:
                           reason=f"the evaluator changed files: {', '.join(changed)}")
         if not run.ok:
             record.update(verdict="BLOCK", reason="the evaluator run failed: " + run.failure(
-                execution.timeout_s, execution.idle_timeout_s))
+                timeout_s, execution.idle_timeout_s))
         return Evaluation(review, record, usage)
 
 

@@ -113,6 +113,53 @@ def export_tree(target: Path, delivery: str, into: Path) -> Path:
     return tree
 
 
+def snapshot_commit(worktree: Path, scratch: Path, message: str) -> tuple[str, str]:
+    """(commit, tree) of the worktree as it is now — tracked and untracked files, ignore rules
+    honoured — on top of its HEAD, built through a private index in `scratch`: the worktree's
+    files, index, HEAD and branch are not touched and no ref points at the commit."""
+    env = {**os.environ, "GIT_INDEX_FILE": str(scratch.resolve() / "snapshot-index"),
+           "GIT_AUTHOR_NAME": "specops", "GIT_AUTHOR_EMAIL": "specops@localhost",
+           "GIT_COMMITTER_NAME": "specops", "GIT_COMMITTER_EMAIL": "specops@localhost"}
+    scratch.mkdir(parents=True, exist_ok=True)
+
+    def git(*args: str) -> str:
+        result = run_process(["git", "-C", str(worktree), *args], cwd=worktree, env=env,
+                             deadline_s=GIT_DEADLINE_S)
+        if not result.ok:
+            raise GitError(f"cannot snapshot {worktree} (`git {' '.join(args)}` exited "
+                           f"{result.exit_code}: {result.stderr.strip()})")
+        return result.stdout.strip()
+
+    try:
+        git("read-tree", "HEAD")
+        git("add", "-A")
+        tree = git("write-tree")
+        return git("commit-tree", "-p", "HEAD", "-m", message, tree), tree
+    finally:
+        Path(env["GIT_INDEX_FILE"]).unlink(missing_ok=True)
+
+
+def add_detached_worktree(repo: Path, path: Path, rev: str) -> None:
+    """A throwaway worktree of `repo` at `rev` (no branch): `remove_worktree` takes it away."""
+    result = run_process(["git", "-C", str(repo), "worktree", "add", "--detach", str(path), rev],
+                         cwd=repo, deadline_s=GIT_DEADLINE_S)
+    if not result.ok:
+        raise GitError(f"cannot create a throwaway worktree at {path} "
+                       f"(`git worktree add --detach` exited {result.exit_code}: "
+                       f"{result.stderr.strip()})")
+
+
+def remove_worktree(repo: Path, path: Path) -> None:
+    """Remove a throwaway worktree with whatever it holds (build output included), and prune
+    git's record of it, also when its folder is already gone."""
+    run_process(["git", "-C", str(repo), "worktree", "remove", "--force", "--force", str(path)],
+                cwd=repo, deadline_s=GIT_DEADLINE_S)
+    if path.exists():
+        shutil.rmtree(path, ignore_errors=True)
+    run_process(["git", "-C", str(repo), "worktree", "prune"], cwd=repo,
+                deadline_s=GIT_DEADLINE_S)
+
+
 def index_lock(worktree: Path) -> Path | None:
     """The worktree's `index.lock`, if one is left: every later git write would fail on it."""
     lock = Path(_git().Repo(worktree).git_dir) / "index.lock"

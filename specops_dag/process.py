@@ -3,7 +3,8 @@
 `run_process` takes argv as a list (never a shell), a wall deadline, an optional idle deadline
 (suspended while the child reports an operation running) with a cap per operation, writes output
 to files (never pipes that can fill up) and kills the whole process tree on expiry: descendants
-are snapshotted first because tools may start their own sessions.
+are snapshotted first because tools may start their own sessions. `Background` starts a child
+the same way for a caller that talks to it while it runs (an application under QA).
 
 No child outlives us however we end (issue #22): each child starts in its own session with a
 small reaper beside it (`REAPER`, in a session of its own) that holds the read end of a pipe only
@@ -191,16 +192,7 @@ def run_process(
         err.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         with open(out, "wb") as fout, open(err, "wb") as ferr:
-            try:
-                proc = subprocess.Popen(
-                    argv, cwd=cwd, env=env, stdout=fout, stderr=ferr,
-                    stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-                    start_new_session=True, preexec_fn=_die_with_parent)
-            except FileNotFoundError as e:
-                raise ToolMissing(f"`{argv[0]}` not found (cwd {cwd}); install it or fix "
-                                  "the command") from e
-            except PermissionError as e:
-                raise ToolMissing(f"`{argv[0]}` is not executable: {e}") from e
+            proc = _spawn(argv, cwd, env, fout, ferr, piped=stdin_data is not None)
             reaper = _start_reaper(proc.pid)
             try:
                 if stdin_data is not None:
@@ -216,6 +208,92 @@ def run_process(
             duration_s=round(time.monotonic() - started, 3),
             stdout=out.read_text(encoding="utf-8", errors="replace"),
             stderr=err.read_text(encoding="utf-8", errors="replace"))
+
+
+def _spawn(argv: list[str], cwd: Path, env: dict[str, str] | None, fout, ferr,
+           piped: bool = False) -> subprocess.Popen:
+    """The one Popen: argv list, own session, output to files, dies with its parent."""
+    try:
+        return subprocess.Popen(
+            argv, cwd=cwd, env=env, stdout=fout, stderr=ferr,
+            stdin=subprocess.PIPE if piped else subprocess.DEVNULL,
+            start_new_session=True, preexec_fn=_die_with_parent)
+    except FileNotFoundError as e:
+        raise ToolMissing(f"`{argv[0]}` not found (cwd {cwd}); install it or fix "
+                          "the command") from e
+    except PermissionError as e:
+        raise ToolMissing(f"`{argv[0]}` is not executable: {e}") from e
+
+
+class Background:
+    """A child that runs while the caller talks to it (an application under QA): started like
+    every `run_process` child, its output in files, and its whole tree killed by `stop()`, by
+    leaving the `with` block, or by its own wall deadline, whichever comes first."""
+
+    def __init__(self, argv: list[str], *, cwd: Path, deadline_s: float, stdout_path: Path,
+                 stderr_path: Path, env: dict[str, str] | None = None) -> None:
+        import threading
+
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise TypeError("argv must be a non-empty list of strings")
+        self.argv, self.deadline_s = tuple(argv), deadline_s
+        self.stdout_path, self.stderr_path = stdout_path, stderr_path
+        stdout_path.parent.mkdir(parents=True, exist_ok=True)
+        stderr_path.parent.mkdir(parents=True, exist_ok=True)
+        self.started = time.monotonic()
+        with open(stdout_path, "wb") as fout, open(stderr_path, "wb") as ferr:
+            self.proc = _spawn(argv, cwd, env, fout, ferr)
+        self._reaper: int | None = _start_reaper(self.proc.pid)
+        self.timed_out = False
+        self._lock = threading.Lock()
+        self._result: ProcessResult | None = None
+        self._timer = threading.Timer(deadline_s, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def poll(self) -> int | None:
+        """The exit code once the child has exited by itself, else None (also once killed:
+        the kill reaps it, so no exit code of its own is known)."""
+        code = self.proc.poll()
+        return None if self.timed_out else code
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(encoding="utf-8", errors="replace")
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self.proc.poll() is None:
+                self.timed_out = True
+                kill_tree(self.proc.pid)
+                self.proc.wait()
+
+    def stop(self) -> ProcessResult:
+        """Kill the whole tree if it still runs (a server never ends by itself); idempotent."""
+        self._timer.cancel()
+        with self._lock:
+            if self._result is None:
+                code = self.poll()
+                kill_tree(self.proc.pid)  # descendants too, even when the leader has exited
+                self.proc.wait()
+                if self._reaper is not None:
+                    os.close(self._reaper)
+                    self._reaper = None
+                self._result = ProcessResult(
+                    argv=self.argv, exit_code=code, timed_out=self.timed_out,
+                    idle_timed_out=False, duration_s=round(time.monotonic() - self.started, 3),
+                    stdout=self.stdout(),
+                    stderr=self.stderr_path.read_text(encoding="utf-8", errors="replace"))
+            return self._result
+
+    def __enter__(self) -> Background:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def _feed(proc: subprocess.Popen, data: bytes) -> None:
@@ -272,7 +350,13 @@ def kill_tree(pid: int) -> None:
     try:
         root = psutil.Process(pid)
         victims = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
+    except psutil.NoSuchProcess:  # the leader is gone: what is left of its group goes too
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(0.2)
         return
     try:
         os.killpg(pid, signal.SIGTERM)

@@ -63,7 +63,7 @@ class Review:
 def evaluator_prompt_section(criteria: Iterable[CriterionLike], generator_node: str,
                              read_lines: list[str], round_no: int, max_rounds: int,
                              skill_lines: Sequence[str] = (), where: str = "",
-                             goal: str = "") -> str:
+                             goal: str = "", qa: str = "") -> str:
     """The evaluator's current step: READ (paths + sha256 as given), TASK, REPORT block format.
     Paths only, never file bodies (seed 000)."""
     criteria = list(criteria)
@@ -82,7 +82,7 @@ def evaluator_prompt_section(criteria: Iterable[CriterionLike], generator_node: 
             "name, log or TRX path). A score below the threshold blocks the work, whatever the "
             "rest looks like; do not talk yourself into passing a real problem.",
             "Read-only: do not modify, create or delete any file (no fixes, no notes, no builds "
-            "that write output); the caller saves your report."]
+            "that write output); the caller saves your report.", *([qa] if qa else [])]
     if round_no > 1:
         out.append(f"The generator revised its work after review round {round_no - 1}; judge the "
                    "current state of the code afresh, not its description of the fixes.")

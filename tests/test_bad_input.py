@@ -145,7 +145,7 @@ def nodes(*lines: str) -> str:
 NODE_A = "{id: a, phase: p-a, inputs: {request: {input: request}}}"
 NODE_B = "{id: b, phase: p-b, needs: [a], inputs: {up: {node: a, output: out}}}"
 BUILT_IN_PHASES = ["full-delivery", "full-design", "full-develop", "full-requirements",
-                   "full-verify", "pbr-build", "pbr-evaluate", "pbr-plan", "quick-delivery",
+                   "full-verify", "pbr-build", "pbr-evaluate", "pbr-plan", "pbr-qa", "quick-delivery",
                    "quick-develop", "quick-verify"]
 
 

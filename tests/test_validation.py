@@ -38,6 +38,7 @@ def standin_env(answers: str, log: Path | None = None) -> dict[str, str]:
 # fixture -> (passed, stage, exact message with {root})
 MATRIX = {
     "all-pass": (True, "test", "1 test project(s): 2 of 2 tests executed, 2 passed, 0 skipped"),
+    "minimal-api": (True, "test", "1 test project(s): 3 of 3 tests executed, 3 passed, 0 skipped"),
     "test-not-in-sln": (True, "test",
                         "1 test project(s): 2 of 2 tests executed, 2 passed, 0 skipped"),
     "failing-test": (False, "test", "tests/Calc.Tests/Calc.Tests.csproj: exit code: the test run "
