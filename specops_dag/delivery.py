@@ -184,7 +184,7 @@ def initial_state(store: Store, catalog: Catalog, workflow_id: str, delivery: st
                                   catalog.phases[up_node.phase].execution.gates.after) if g]
         context = list(dict.fromkeys([*phase.context_files, *node.context_files]))
         steps.append(Step(step=i, name=node.id, phase=node.phase, needs=list(node.needs),
-                          context_files=context, validation=phase.validation,
+                          context_files=context, validation=phase.validation_mode,
                           gates=list(dict.fromkeys(gates))))
     stamp = now_iso()
     rel_target = (target.relative_to(store.root.resolve()).as_posix() or "."
@@ -260,7 +260,7 @@ def reopen(store: Store, delivery: str, node: str, reason: str = "") -> list[str
 def clear_run_fields(step: Step) -> None:
     step.handoff, step.consumed, step.commits = {}, {}, {}
     step.base_commit = step.validation_report = step.delivery_handoff = None
-    step.preparation = None
+    step.preparation = step.preflight = None
     step.started_at = step.completed_at = step.owner = None
     step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None
 

@@ -47,6 +47,7 @@ from .review import (
     save_report,
 )
 from .state import Delivery, FileRef, Step, Store, Usage, write_json_atomic
+from .preflight import Preflight, block_reason, run_preflight
 from .validation import ValidationReport, validate_attempt
 
 TYPE_CHECKING = False
@@ -70,6 +71,7 @@ class AttemptResult:
     review_exhausted: bool = False
     preparation: str | None = None  # what was done to the worktree before the first call
     review_usage: Usage | None = None  # the evaluator's sessions of this round, together
+    preflight: dict | None = None  # the base tree's validation, before the first call
 
 
 def cache_dirs(store: Store) -> dict[str, Path]:
@@ -99,11 +101,32 @@ def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
     kind = catalog.phases[step.phase].execution.executor.kind
     node_dir(store, state.phase, step.name).mkdir(parents=True, exist_ok=True)
     try:
+        checked = base_check(store, state, step, catalog)
+        if checked is not None and not checked.ok:
+            return AttemptResult(False, block_reason(checked.record, state.phase, step.name),
+                                 environment=True, preflight=checked.record)
         if kind == "command":
-            return run_command_attempt(store, state, step, catalog)
-        return run_codex_attempt(store, state, step, catalog, settings)
+            result = run_command_attempt(store, state, step, catalog)
+        else:
+            result = run_codex_attempt(store, state, step, catalog, settings,
+                                       restored=checked is not None and not checked.cached)
     except ToolMissing as err:
         return AttemptResult(False, f"environment error: {err.message}", environment=True)
+    return replace(result, preflight=checked.record) if checked is not None else result
+
+
+def base_check(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Preflight | None:
+    """Before a `full` step's first call: the base tree must pass (issue 16). The result is set
+    on `step` too, so this attempt's validation compares with it under `judge: regressions`."""
+    if step.attempts != 1 or step.validation != "full":
+        return None
+    folder = node_dir(store, state.phase, step.name)
+    checked = run_preflight(workdir(store, state), step.base_commit,
+                            catalog.validation_for(step.phase),
+                            store.root.resolve() / ".specops" / "preflight",
+                            folder / "validation" / "preflight", step_env(store, state, step))
+    step.preflight = checked.record
+    return checked
 
 
 def run_command_attempt(store: Store, state: Delivery, step: Step,
@@ -128,7 +151,7 @@ def run_command_attempt(store: Store, state: Delivery, step: Step,
 
 
 def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
-                      settings: AgentSettings) -> AttemptResult:
+                      settings: AgentSettings, restored: bool = False) -> AttemptResult:
     """One `codex exec` call (prompt on stdin), then the independent verification."""
     phase = catalog.phases[step.phase]
     folder = node_dir(store, state.phase, step.name)
@@ -140,7 +163,12 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
     (folder / "prompt.md").write_text(redact(prompt.text, secrets), encoding="utf-8")
     last = folder / "last-message.txt"
     last.unlink(missing_ok=True)  # codex leaves a stale -o file on a failed turn
-    preparation = prepare_dotnet(store, state, step, target, env) if step.attempts == 1 else None
+    preparation = None
+    if step.attempts == 1:
+        preparation = ((True, "restored by the preflight's validation of the base tree (NuGet "
+                        f"packages in {env['NUGET_PACKAGES']}, dotnet home "
+                        f"{env['DOTNET_CLI_HOME']})") if restored
+                       else prepare_dotnet(store, state, step, target, env, catalog))
     if preparation is not None and not preparation[0]:
         return AttemptResult(False, preparation[1], environment=True, preparation=preparation[1])
     caches = tuple(cache_dirs(store).values())
@@ -208,7 +236,7 @@ def use_codex_home(store: Store, settings: AgentSettings, env: dict[str, str]) -
 
 
 def prepare_dotnet(store: Store, state: Delivery, step: Step, target: Path,
-                   env: dict[str, str]) -> tuple[bool, str]:
+                   env: dict[str, str], catalog: Catalog) -> tuple[bool, str]:
     """Before a step's first call: restore the worktree outside the sandbox with the agent's own
     NuGet and dotnet homes, so the agent can build and test `--no-restore` without network.
     (ok, what was done — for the step record); not ok blocks the step."""
@@ -216,7 +244,8 @@ def prepare_dotnet(store: Store, state: Delivery, step: Step, target: Path,
 
     log_dir = node_dir(store, state.phase, step.name) / "validation" / "restore"
     try:
-        report = restore_worktree(target, log_dir, env)
+        report = restore_worktree(target, log_dir, env,
+                                  config=catalog.validation_for(step.phase))
     except ToolMissing:
         return True, ("restore skipped: `dotnet` is not on PATH, so the worktree was not "
                       "restored and the agent cannot build or test")
@@ -421,12 +450,20 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
         return AttemptResult(False, "exit 0 but the product did not change: the phase expects "
                              "a product change and nothing outside phases/ and docs/phase/ "
                              f"changed since {(step.base_commit or '')[:12]}")
+    config = catalog.validation_for(step.phase)
     try:
         report = validate_attempt(step.validation, repo, delivery=state.phase,
                                   base_commit=step.base_commit, log_dir=folder / "validation",
-                                  env=step_env(store, state, step))
+                                  env=step_env(store, state, step), config=config,
+                                  baseline=step.preflight if config.judge == "regressions"
+                                  else None)
     except ToolMissing as err:  # no retry can install the SDK
         return AttemptResult(False, f"environment error: {err.message}", environment=True)
+    if not report.passed and report.blame == "environment":
+        # the environment's problem, not the diff's: the person fixes it, the agent never sees it
+        return AttemptResult(False, f"environment error: {report.describe()}; fix it, then "
+                             f"`specops resume {state.phase} {step.name}`", environment=True,
+                             validation=report)
     if not report.passed:
         logs = (f"\nvalidation logs: {agent_path(folder / 'validation', repo)}/"
                 if report.logs else "")

@@ -138,6 +138,7 @@ class Step(Model):
     feedback: str | None = None  # a person's reopen reason or gate rejection, for the next prompt
     delivery_handoff: str | None = None  # sha256 of docs/phase/<d>/handoff.md as it completed
     preparation: str | None = None  # what the executor did to the worktree before attempt 1
+    preflight: dict | None = None  # the base tree's validation before the first agent call
 
 
 class Event(Model):
