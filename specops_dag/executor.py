@@ -28,6 +28,7 @@ from .codex import (
 )
 from .delivery import workdir
 from .errors import ToolMissing
+from .preflight import Preflight, block_reason, run_preflight
 from .process import run_process
 from .prompt import (
     SUMMARY_LIMIT,
@@ -47,7 +48,6 @@ from .review import (
     save_report,
 )
 from .state import Delivery, FileRef, Step, Store, Usage, write_json_atomic
-from .preflight import Preflight, block_reason, run_preflight
 from .validation import ValidationReport, validate_attempt
 
 TYPE_CHECKING = False
