@@ -118,6 +118,17 @@ def load_catalog(roots: Iterable[Path], display_base: Path | None = None) -> Cat
                    loader.validation)
 
 
+def load_layout(harness_root: Path) -> ValidationConfig:
+    """Only `workflow_defs/validation.yaml` of a harness root (for `specops validate`); the
+    default layout when there is none. Raises `DefinitionError` with its problems."""
+    loader = _Loader(harness_root)
+    if (harness_root / "workflow_defs" / VALIDATION_FILE).is_file():
+        loader.load_validation(harness_root / "workflow_defs")
+    if loader.problems:
+        raise DefinitionError(loader.problems)
+    return loader.validation
+
+
 def yaml_path(loc: Iterable[object]) -> str:
     out = ""
     for part in loc:

@@ -5,7 +5,9 @@ through the `dotnet` stand-in; the `dotnet`-marked test runs the same matrix on 
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from specops_dag import baseline as bl
 from specops_dag.definition import ValidationConfig
 from specops_dag.dotnet import validate_full
 
+from .conftest import VENV_BIN, write_tree
 from .test_validation import copy_fixture, standin_env
 
 WHERE = "workflow_defs/validation.yaml (or the phase)"
@@ -181,3 +184,49 @@ def test_a_real_sdk_gives_each_layout_the_same_verdict(tmp_path: Path, case: str
     root = copy_fixture(tmp_path, fixture)
     report = validate_full(root, tmp_path / "logs", config=ValidationConfig.model_validate(layout))
     assert (report.passed, report.stage, report.blame) == (passed, stage, blame)
+
+
+def specops_validate(root: Path, answers: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(VENV_BIN / "specops"), "validate", str(root), *args],
+                          env=standin_env(answers), capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_specops_validate_json_carries_the_evidence(tmp_path: Path) -> None:
+    root = copy_fixture(tmp_path, "failing-test")
+    report = json.loads(specops_validate(root, "failing-test", "--json").stdout)
+    assert report["sdk_version"] == "8.0.404"
+    assert [c["command"].split()[1] for c in report["commands"]] == [
+        "--version", "msbuild", "msbuild", "restore", "build", "msbuild", "msbuild", "test"]
+    assert report["projects"][0]["failed_tests"] == [
+        "Calc.Tests.CalculatorTests.Subtract_ReturnsDifference"]
+
+
+def test_specops_validate_reads_the_layout_and_compares_with_a_baseline(tmp_path: Path) -> None:
+    root = copy_fixture(tmp_path, "compiler-warning")
+    write_tree(root, {"workflow_defs/validation.yaml": "validation:\n  judge: regressions\n"})
+    base = specops_validate(root, "compiler-warning-regressions", "--json")
+    assert base.returncode == 0, base.stdout + base.stderr
+    (tmp_path / "base.json").write_text(base.stdout)
+    (root / "src/Calc/new-warning.marker").write_text("")
+    worse = specops_validate(root, "compiler-warning-regressions", "--baseline",
+                             str(tmp_path / "base.json"))
+    assert worse.returncode == 1
+    assert worse.stdout.splitlines()[:3] == [
+        "validation `full` failed at stage `regressions`: worse than the base: 1 new warning(s): "
+        "src/Calc/Calculator.cs: warning CS0219: The variable 'unused' is assigned but its value "
+        "is never used",
+        "baseline (base tree) vs attempt:",
+        "  warnings            1 | 2    "]
+    strict = specops_validate(root, "compiler-warning", "--judge", "absolute")
+    assert strict.stdout.splitlines()[0].startswith(
+        "validation `full` failed at stage `build`: `dotnet build` of Calc.sln failed")
+
+
+def test_specops_validate_refuses_a_bad_layout_with_the_key_and_the_fix(tmp_path: Path) -> None:
+    root = copy_fixture(tmp_path, "all-pass")
+    write_tree(root, {"workflow_defs/validation.yaml": "validation:\n  judge: relaxed\n"})
+    result = specops_validate(root, "all-pass")
+    assert result.returncode == 2
+    assert "workflow_defs/validation.yaml: validation.judge: Input should be 'absolute' or " \
+           "'regressions'" in result.stderr
