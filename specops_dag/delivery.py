@@ -64,7 +64,8 @@ def case_twin(store: Store, delivery: str) -> str | None:
 def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str, request: str,
                  target: Path | None = None, platforms: tuple[str, ...] = (),
                  before_write: Callable[[], None] | None = None,
-                 validation: str | None = None, budget_tokens: int | None = None) -> Delivery:
+                 validation: str | None = None, budget_tokens: int | None = None,
+                 judge: str | None = None) -> Delivery:
     """Create `phases/<delivery>/` with its snapshot and pending steps, all or nothing.
 
     `before_write` runs once every input is validated and before any file is written (the CLI
@@ -98,6 +99,7 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
         for step in state.steps if validation else []:
             step.validation = validation
         state.budget_tokens = budget_tokens or catalog.workflows[workflow_id].budget.tokens
+        state.judge = judge  # type: ignore[assignment] — the CLI offers the two judges only
         (staging / "request.md").write_text(request, encoding="utf-8")
         (staging / ".lock").touch()  # the delivery's lock exists from the start: taking it
         # later never changes the tree

@@ -26,6 +26,7 @@ from .codex import (
     run_codex,
     secret_values,
 )
+from .definition import ValidationConfig
 from .delivery import workdir
 from .errors import ToolMissing
 from .preflight import Preflight, block_reason, run_preflight
@@ -115,6 +116,12 @@ def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
     return replace(result, preflight=checked.record) if checked is not None else result
 
 
+def layout_of(catalog: Catalog, state: Delivery, step: Step) -> ValidationConfig:
+    """validation.yaml, then the phase's keys, then the delivery's `new --judge`."""
+    layout = catalog.validation_for(step.phase)
+    return layout.model_copy(update={"judge": state.judge}) if state.judge else layout
+
+
 def base_check(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Preflight | None:
     """Before a `full` step's first call: the base tree must pass (issue 16). The result is set
     on `step` too, so this attempt's validation compares with it under `judge: regressions`."""
@@ -122,7 +129,7 @@ def base_check(store: Store, state: Delivery, step: Step, catalog: Catalog) -> P
         return None
     folder = node_dir(store, state.phase, step.name)
     checked = run_preflight(workdir(store, state), step.base_commit,
-                            catalog.validation_for(step.phase),
+                            layout_of(catalog, state, step),
                             store.root.resolve() / ".specops" / "preflight",
                             folder / "validation" / "preflight", step_env(store, state, step))
     step.preflight = checked.record
@@ -245,7 +252,7 @@ def prepare_dotnet(store: Store, state: Delivery, step: Step, target: Path,
     log_dir = node_dir(store, state.phase, step.name) / "validation" / "restore"
     try:
         report = restore_worktree(target, log_dir, env,
-                                  config=catalog.validation_for(step.phase))
+                                  config=layout_of(catalog, state, step))
     except ToolMissing:
         return True, ("restore skipped: `dotnet` is not on PATH, so the worktree was not "
                       "restored and the agent cannot build or test")
@@ -450,13 +457,14 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
         return AttemptResult(False, "exit 0 but the product did not change: the phase expects "
                              "a product change and nothing outside phases/ and docs/phase/ "
                              f"changed since {(step.base_commit or '')[:12]}")
-    config = catalog.validation_for(step.phase)
+    config = layout_of(catalog, state, step)
     try:
         report = validate_attempt(step.validation, repo, delivery=state.phase,
                                   base_commit=step.base_commit, log_dir=folder / "validation",
                                   env=step_env(store, state, step), config=config,
-                                  baseline=step.preflight if config.judge == "regressions"
-                                  else None)
+                                  # no recorded base: compared with an empty one (strict)
+                                  baseline=(step.preflight or {}) if config.judge ==
+                                  "regressions" else None)
     except ToolMissing as err:  # no retry can install the SDK
         return AttemptResult(False, f"environment error: {err.message}", environment=True)
     if not report.passed and report.blame == "environment":

@@ -41,7 +41,8 @@ NO_GLOBAL_JSON = (
 
 
 def harness(tmp_path: Path, fixture: str, extra: dict[str, str] | None = None,
-            deliveries: tuple[str, ...] = ("d1",), use_git: bool = False) -> Store:
+            deliveries: tuple[str, ...] = ("d1",), use_git: bool = False,
+            judge: str | None = None) -> Store:
     root = tmp_path / "harness"
     shutil.copytree(FIXTURES / fixture, root)
     write_tree(root, {**AGENTIC, **(extra or {})})
@@ -53,7 +54,8 @@ def harness(tmp_path: Path, fixture: str, extra: dict[str, str] | None = None,
     store = Store(root)
     catalog = load_catalog(definition_roots(root), display_base=root)
     for d in deliveries:
-        new_delivery(store, catalog, "agentic", d, "Write notes.", validation="full")
+        new_delivery(store, catalog, "agentic", d, "Write notes.", validation="full",
+                     judge=judge)
     return store
 
 
@@ -163,3 +165,18 @@ def test_a_pre_existing_warning_blocks_under_absolute_and_is_the_baseline_under_
                  "never used"],
         "attempt": ["src/Calc/Calculator.cs: warning CS0168: The variable 'e' is declared but "
                     "never used"]}
+
+
+def test_a_delivery_may_choose_the_regressions_judge_for_every_step(tmp_path: Path,
+                                                                   standin) -> None:
+    standin("compiler-warning-regressions")
+    store = harness(tmp_path, "compiler-warning", judge="regressions")
+    with replay(tmp_path, {"write": [{"literal": {}}]}) as server:
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert outcome.status == "completed", outcome.message
+    step = store.read("d1").get_step("write")
+    assert (step.preflight["judge"], step.preflight["warnings"]) == (
+        "regressions", ["src/Calc/Calculator.cs: warning CS0168: The variable 'e' is declared but "
+                        "never used"])
+    assert outcome.validation["stage"] == "regressions"
+    assert outcome.validation["baseline"]["executed"] == {"base": 2, "attempt": 2}
