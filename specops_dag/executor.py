@@ -29,7 +29,7 @@ from .codex import (
 from .definition import ValidationConfig
 from .delivery import workdir
 from .errors import ToolMissing
-from .preflight import Preflight, block_reason, run_preflight
+from .preflight import Preflight, block_reason, cached_pass, run_preflight
 from .process import run_process
 from .prompt import (
     SUMMARY_LIMIT,
@@ -116,6 +116,10 @@ def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
     return replace(result, preflight=checked.record) if checked is not None else result
 
 
+def preflight_cache(store: Store) -> Path:
+    return store.root.resolve() / ".specops" / "preflight"
+
+
 def layout_of(catalog: Catalog, state: Delivery, step: Step) -> ValidationConfig:
     """validation.yaml, then the phase's keys, then the delivery's `new --judge`."""
     layout = catalog.validation_for(step.phase)
@@ -125,12 +129,13 @@ def layout_of(catalog: Catalog, state: Delivery, step: Step) -> ValidationConfig
 def base_check(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Preflight | None:
     """Before a `full` step's first call: the base tree must pass (issue 16). The result is set
     on `step` too, so this attempt's validation compares with it under `judge: regressions`."""
-    if step.attempts != 1 or step.validation != "full":
-        return None
+    if step.validation != "full" or not (step.attempts == 1 or (
+            step.preflight is None and state.worktree and step.base_commit
+            and not gitflow.product_changes(workdir(store, state), since=step.base_commit))):
+        return None  # later attempts (or a tree already changed) use the recorded one
     folder = node_dir(store, state.phase, step.name)
     checked = run_preflight(workdir(store, state), step.base_commit,
-                            layout_of(catalog, state, step),
-                            store.root.resolve() / ".specops" / "preflight",
+                            layout_of(catalog, state, step), preflight_cache(store),
                             folder / "validation" / "preflight", step_env(store, state, step))
     step.preflight = checked.record
     return checked
@@ -436,6 +441,15 @@ def sandbox_denials(codex_home: Path, thread_id: str | None) -> list[str]:
     return list(dict.fromkeys(denied))
 
 
+def baseline_for(store: Store, step: Step, config: ValidationConfig) -> dict | None:
+    """Under `judge: regressions`: the step's preflight, else the cached pass of its base commit
+    (a run killed after its preflight), else an empty baseline — strict, never unchecked."""
+    if config.judge != "regressions":
+        return None
+    return (step.preflight or cached_pass(preflight_cache(store), step.base_commit, config)
+            or {})
+
+
 def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> AttemptResult:
     """Exit 0 is not success by itself: required artifacts must exist, then validation must pass."""
     phase = catalog.phases[step.phase]
@@ -462,9 +476,7 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
         report = validate_attempt(step.validation, repo, delivery=state.phase,
                                   base_commit=step.base_commit, log_dir=folder / "validation",
                                   env=step_env(store, state, step), config=config,
-                                  # no recorded base: compared with an empty one (strict)
-                                  baseline=(step.preflight or {}) if config.judge ==
-                                  "regressions" else None)
+                                  baseline=baseline_for(store, step, config))
     except ToolMissing as err:  # no retry can install the SDK
         return AttemptResult(False, f"environment error: {err.message}", environment=True)
     if not report.passed and report.blame == "environment":

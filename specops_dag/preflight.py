@@ -40,20 +40,33 @@ def cache_key(commit: str, config: ValidationConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def cache_path(cache_dir: Path, commit: str | None, config: ValidationConfig) -> Path | None:
+    return cache_dir / f"{commit[:12]}-{cache_key(commit, config)}.json" if commit else None
+
+
+def cached_pass(cache_dir: Path, commit: str | None, config: ValidationConfig) -> dict | None:
+    """The cached passing preflight of this commit and layout, or None."""
+    path = cache_path(cache_dir, commit, config)
+    if path is None or not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return {**record, "cached": True} if isinstance(record, dict) and record.get(
+        "passed") is True else None
+
+
 def run_preflight(target: Path, commit: str | None, config: ValidationConfig, cache_dir: Path,
                   log_dir: Path, env: dict[str, str], deadline_s: float = DEADLINE_S
                   ) -> Preflight:
     """Validate the base tree at `target` (HEAD = `commit`), or reuse the cached pass of the same
     commit and layout. Only passes are cached: a failure may be the environment's, and the
     person who fixes it resumes the step. Raises ToolMissing without `dotnet`."""
-    path = cache_dir / f"{commit[:12]}-{cache_key(commit, config)}.json" if commit else None
-    if path is not None and path.is_file():
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            record = None
-        if isinstance(record, dict) and record.get("passed") is True:
-            return Preflight(True, {**record, "cached": True}, True)
+    path = cache_path(cache_dir, commit, config)
+    cached = cached_pass(cache_dir, commit, config)
+    if cached is not None:
+        return Preflight(True, cached, True)
     report = validate_full(target, log_dir, deadline_s, env, config)
     record = {**report.as_metadata(), "commit": commit, "checked_at": now_iso(),
               "cached": False}

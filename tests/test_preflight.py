@@ -180,3 +180,28 @@ def test_a_delivery_may_choose_the_regressions_judge_for_every_step(tmp_path: Pa
                         "never used"])
     assert outcome.validation["stage"] == "regressions"
     assert outcome.validation["baseline"]["executed"] == {"base": 2, "attempt": 2}
+
+
+def test_a_run_killed_during_the_preflight_checks_the_base_again_before_the_agent_runs(
+        tmp_path: Path, clean_env: dict[str, str]) -> None:
+    from .test_definitions import job_execute, specops
+    from .test_recovery import agentic_git_harness, kill_when, start_run
+
+    root = agentic_git_harness(tmp_path, "all-pass")
+    calls = tmp_path / "dotnet-calls.log"
+    env = {**clean_env, "PATH": f"{STANDIN}:{clean_env['PATH']}", "DOTNET_STANDIN_LOG": str(calls),
+           "DOTNET_STANDIN_ANSWERS": str(STANDIN / "answers/hang-build.yaml")}
+    assert specops(env, root, "new", "agentic", "d1", "--request", "x", "--validation",
+                   "full").returncode == 0
+    with replay(tmp_path, {"write": [{"literal": {}}], "review": [{"literal": {}}]}) as server:
+        env.update(SPECOPS_REPLAY_URL=server.url, SPECOPS_CODEX_HOME=str(tmp_path / "codex-home"))
+        proc = start_run(env, root, "agentic_job")
+        kill_when(proc, lambda: calls.exists() and "build" in calls.read_text())
+        assert not (tmp_path / "requests.jsonl").exists() or requests(tmp_path) == []
+        env["DOTNET_STANDIN_ANSWERS"] = str(STANDIN / "answers/all-pass.yaml")
+        run = job_execute(env, root, "agentic_job", "d1")
+    assert run.returncode == 0, run.stderr[-2000:]
+    step = Store(root).read("d1").get_step("write")
+    assert (step.status, step.attempts, step.preflight["passed"]) == ("completed", 2, True)
+    assert len([r for r in requests(tmp_path) if r["node"] == "write"]) >= 1
+    assert len({r["thread"] for r in requests(tmp_path) if r["node"] == "write"}) == 1
