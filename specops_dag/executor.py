@@ -110,7 +110,8 @@ def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
             result = run_command_attempt(store, state, step, catalog)
         else:
             result = run_codex_attempt(store, state, step, catalog, settings,
-                                       restored=checked is not None and not checked.cached)
+                                       restored=checked is not None and not checked.cached
+                                       and checked.record.get("target_found") is True)
     except ToolMissing as err:
         return AttemptResult(False, f"environment error: {err.message}", environment=True)
     return replace(result, preflight=checked.record) if checked is not None else result
@@ -177,9 +178,10 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
     last.unlink(missing_ok=True)  # codex leaves a stale -o file on a failed turn
     preparation = None
     if step.attempts == 1:
-        preparation = ((True, "restored by the preflight's validation of the base tree (NuGet "
-                        f"packages in {env['NUGET_PACKAGES']}, dotnet home "
-                        f"{env['DOTNET_CLI_HOME']})") if restored
+        preparation = ((True, "restored by the executor before attempt 1 (NuGet packages in "
+                        f"{env['NUGET_PACKAGES']}, dotnet home {env['DOTNET_CLI_HOME']}), in "
+                        "the preflight's validation of the base tree; logs in "
+                        f"{folder / 'validation' / 'preflight'}") if restored
                        else prepare_dotnet(store, state, step, target, env, catalog))
     if preparation is not None and not preparation[0]:
         return AttemptResult(False, preparation[1], environment=True, preparation=preparation[1])
