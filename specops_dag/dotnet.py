@@ -429,7 +429,7 @@ def run_tests(run: Run, repo: Repo) -> None | ValidationReport:
         for key, value in counts.items():
             totals[key] += value
         broken = verdict.reason not in COMPARABLE or verdict.trx is None or (
-            verdict.reason == "exit code" and not verdict.failing_tests)
+            verdict.reason in ("exit code", "failed") and not verdict.failing_tests)
         if not verdict.passed and (run.config.judge == "absolute" or broken):
             return run.fail("test", f"{name}: {verdict.reason}: {verdict.detail}",
                             "dotnet " + " ".join(args), result,

@@ -69,6 +69,12 @@ LAYOUTS = {
     "pre-existing-warning-regressions-base": (
         "compiler-warning", "compiler-warning-regressions", {"judge": "regressions"}, True,
         "test", "attempt", PASS_2 + "; baseline recorded: 1 warning(s), 0 failing test(s)"),
+    "configuration-release": ("configuration-tfm", "configuration-tfm", {}, True, "test",
+                              "attempt", PASS_2),
+    "configuration-conditioned-tfm": (
+        "configuration-tfm", "configuration-tfm", {"configuration": "Legacy"}, False,
+        "evaluation", "attempt", "src/Calc/Calc.csproj: target frameworks ['net6.0']; every "
+        "project must target exactly net8.0"),
     "snippet-excluded": ("orphan-cs", "orphan-cs", {"exclude": ["scripts/**"]}, True, "test",
                          "attempt", PASS_2),
     "audit-unreachable-is-the-environment": (
