@@ -59,6 +59,14 @@ LAYOUTS = {
         "analyzer", "analyzer", {"analyzer_frameworks": []}, False, "evaluation", "attempt",
         "src/Calc.Generators/Calc.Generators.csproj: target frameworks ['netstandard2.0']; an "
         "analyzer or source generator project must target exactly one of net8.0"),
+    "analyzer-by-its-reference-only": ("analyzer-by-reference", "analyzer-by-reference", {}, True, "test",
+                                       "attempt", PASS_2),
+    "netstandard-library-is-a-product-project": (
+        "analyzer-as-library", "analyzer-as-library", {}, False, "evaluation", "attempt",
+        "src/Calc.Generators/Calc.Generators.csproj: target frameworks ['netstandard2.0']; every "
+        "project must target exactly net8.0 (analyzer and source-generator projects, "
+        "`IsRoslynComponent` or referenced with OutputItemType=\"Analyzer\", may target "
+        "netstandard2.0)"),
     "test-sdk-from-directory-build-props": ("props-test-sdk", "props-test-sdk", {}, True, "test",
                                             "attempt", PASS_2),
     "pre-existing-warning-absolute": (
