@@ -43,9 +43,9 @@ def audit_advice(keys: list[str]) -> str:
         return (f"NuGetAudit could not read vulnerability data ({shown}): the package source is "
                 "unreachable from here; allow the audit source, or set "
                 "`<NuGetAudit>false</NuGetAudit>` in Directory.Build.props")
-    return (f"NuGetAudit reports a vulnerable package ({shown}): update the package on the base "
-            "branch, suppress the advisory with `<NuGetAuditSuppress Include=\"<advisory url>\" "
-            "/>`, or set `validation.nuget_audit: failure` to hand it to the agent")
+    return (f"NuGetAudit reports a vulnerable package ({shown}): update the package, suppress "
+            "the advisory with `<NuGetAuditSuppress Include=\"<advisory url>\" />`, or set "
+            "`validation.judge: regressions` so the base's advisories are its baseline")
 
 
 def baseline_of(report: dict) -> dict:
