@@ -101,6 +101,7 @@ def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
                 settings: AgentSettings) -> AttemptResult:
     kind = catalog.phases[step.phase].execution.executor.kind
     node_dir(store, state.phase, step.name).mkdir(parents=True, exist_ok=True)
+    checked: Preflight | None = None
     try:
         checked = base_check(store, state, step, catalog)
         if checked is not None and not checked.ok:
@@ -113,7 +114,8 @@ def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
                                        restored=checked is not None and not checked.cached
                                        and checked.record.get("target_found") is True)
     except ToolMissing as err:
-        return AttemptResult(False, f"environment error: {err.message}", environment=True)
+        return AttemptResult(False, f"environment error: {err.message}", environment=True,
+                             preflight=checked.record if checked else None)
     return replace(result, preflight=checked.record) if checked is not None else result
 
 
