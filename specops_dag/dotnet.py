@@ -30,7 +30,6 @@ from .sdk import check_global_json, parse_version, sdk_satisfies
 from .trx import judge_test_run
 
 DEADLINE_S = 1800.0
-CONFIGURATION = "Release"
 COMMON = ["-nologo", "-nodeReuse:false"]
 DOTNET_ENV = {"DOTNET_NOLOGO": "1", "DOTNET_CLI_TELEMETRY_OPTOUT": "1",
               "DOTNET_CLI_WORKLOAD_UPDATE_NOTIFY_DISABLE": "1", "DOTNET_CLI_UI_LANGUAGE": "en",
