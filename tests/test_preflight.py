@@ -205,3 +205,18 @@ def test_a_run_killed_during_the_preflight_checks_the_base_again_before_the_agen
     assert (step.status, step.attempts, step.preflight["passed"]) == ("completed", 2, True)
     assert len([r for r in requests(tmp_path) if r["node"] == "write"]) >= 1
     assert len({r["thread"] for r in requests(tmp_path) if r["node"] == "write"}) == 1
+
+
+def test_a_base_whose_sdk_is_not_installed_says_what_to_install_or_change(
+        tmp_path: Path, standin) -> None:
+    standin("sdk-mismatch")
+    store = harness(tmp_path, "sdk-mismatch")
+    with replay(tmp_path, {"write": [{"literal": {}}]}) as server:
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert outcome.status == "environment"
+    assert store.read("d1").get_step("write").blocked_reason == (
+        "preflight: the base tree (the target folder) cannot pass `full` validation, so no agent "
+        "call was made: stage `sdk`: `dotnet --version` exited 145: no installed SDK matches "
+        "global.json; installed SDKs: 8.0.404 [/usr/share/dotnet/sdk]; install an 8.0 SDK that "
+        "global.json accepts, or change global.json's sdk.version or rollForward to an installed "
+        "one; then `specops resume d1 write`")
