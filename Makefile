@@ -7,6 +7,7 @@ bench:
 	.venv/bin/python benchmarks/cli_responsiveness.py
 	.venv/bin/python benchmarks/parallel_efficiency.py
 	.venv/bin/python benchmarks/git_chain.py
+	.venv/bin/python benchmarks/validation_overhead.py
 
 test:
 	.venv/bin/python -m pytest

@@ -21,7 +21,15 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from . import fastyaml
-from .definition import ID_PATTERN, Node, Phase, SkillGraph, Workflow
+from .definition import (
+    ID_PATTERN,
+    Node,
+    Phase,
+    SkillGraph,
+    ValidationConfig,
+    ValidationFile,
+    Workflow,
+)
 from .errors import DefinitionError
 from .prompt import MAX_ATTEMPTS
 from .reading import BUILTIN_DEFS, BUILTIN_PREFIX
@@ -29,6 +37,8 @@ from .reading import BUILTIN_DEFS, BUILTIN_PREFIX
 K = TypeVar("K", bound=Hashable)
 
 BUILTIN_REAL = BUILTIN_DEFS.resolve()
+VALIDATION_FILE = "validation.yaml"
+ANALYZER_FRAMEWORKS = ("netstandard2.0", "net8.0")
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,14 @@ class Catalog:
     phases: dict[str, Phase]
     graph: SkillGraph
     sources: dict[tuple[str, str], SourceFile] = field(default_factory=dict)
+    validation: ValidationConfig = ValidationConfig()  # the harness root's validation.yaml
+
+    def validation_for(self, phase_id: str) -> ValidationConfig:
+        """The layout a phase validates with: validation.yaml, then the phase's own keys."""
+        own = self.phases[phase_id].validation
+        if isinstance(own, str):
+            return self.validation.model_copy(update={"mode": own})
+        return self.validation.model_copy(update={k: getattr(own, k) for k in own.model_fields_set})
 
     def source(self, kind: str, ident: str) -> SourceFile:
         return self.sources[(kind, ident)]
@@ -71,6 +89,8 @@ class Catalog:
                     phase_ids.append(pid)
         files = [self.source("workflow", workflow_id)]
         files += [self.source("phase", pid) for pid in phase_ids]
+        if ("validation", "validation") in self.sources:
+            files.append(self.source("validation", "validation"))
         skill_ids: list[str] = []
         for pid in phase_ids:
             skill_ids += [s.id for s in self.phases[pid].execution.skills if s.id not in skill_ids]
@@ -95,7 +115,19 @@ def load_catalog(roots: Iterable[Path], display_base: Path | None = None) -> Cat
     loader.check()
     if loader.problems:
         raise DefinitionError(loader.problems)
-    return Catalog(loader.workflows, loader.phases, SkillGraph(edges=loader.edges), loader.sources)
+    return Catalog(loader.workflows, loader.phases, SkillGraph(edges=loader.edges), loader.sources,
+                   loader.validation)
+
+
+def load_layout(harness_root: Path) -> ValidationConfig:
+    """Only `workflow_defs/validation.yaml` of a harness root (for `specops validate`); the
+    default layout when there is none. Raises `DefinitionError` with its problems."""
+    loader = _Loader(harness_root)
+    if (harness_root / "workflow_defs" / VALIDATION_FILE).is_file():
+        loader.load_validation(harness_root / "workflow_defs")
+    if loader.problems:
+        raise DefinitionError(loader.problems)
+    return loader.validation
 
 
 def yaml_path(loc: Iterable[object]) -> str:
@@ -129,6 +161,7 @@ class _Loader:
         self.edge_files: list[tuple[SourceFile, int]] = []
         self.resolved: dict[Path, Path] = {}
         self.skills_seen: dict[tuple[Path, str], tuple[bool, Path, str]] = {}
+        self.validation = ValidationConfig()
 
     def display(self, root: Path, rel: str) -> str:
         """How messages name a file: `built-in:workflow_defs/…`, relative to the harness root,
@@ -150,6 +183,8 @@ class _Loader:
         for kind, folder, model in kinds:
             for path in sorted((root / folder).glob("*.y*ml")):
                 self.load_definition(root, f"{folder}/{path.name}", kind, model)
+        if (root / VALIDATION_FILE).is_file():
+            self.load_validation(root)
         graph = root / "skills" / "graph.yaml"
         if graph.is_file():
             rel = "skills/graph.yaml"
@@ -202,6 +237,49 @@ class _Loader:
             for e in err.errors():
                 self.problems.append(f"{src.display}: {format_error(model, e)}")
             return None
+
+    def load_validation(self, root: Path) -> None:
+        src = SourceFile("validation", "validation", root, VALIDATION_FILE,
+                         self.display(root, VALIDATION_FILE))
+        data = self.read_yaml(src)
+        parsed = self.validate(src, ValidationFile, data) if data is not None else None
+        if not isinstance(parsed, ValidationFile):
+            return
+        if ("validation", "validation") in self.sources:
+            first = self.sources[("validation", "validation")].display
+            self.problems.append(f"{src.display}: (file): a second validation.yaml (first: "
+                                 f"{first}); keep the layout in one of them")
+            return
+        if "mode" in parsed.validation.model_fields_set:
+            self.problems.append(f"{src.display}: validation.mode: the mode is chosen per phase "
+                                 "(`validation: full | docs-only | none` in the phase); remove "
+                                 "it here")
+        self.check_validation(f"{src.display}: validation", parsed.validation)
+        self.validation = parsed.validation
+        self.sources[("validation", "validation")] = src
+
+    def check_validation(self, where: str, cfg: ValidationConfig) -> None:
+        """The layout keys a model cannot check alone: paths, globs, frameworks, configuration."""
+        p = self.problems
+        for i, rel in enumerate(cfg.build):
+            problem = relative_path_problem(rel) if rel.strip() else "is empty"
+            if problem is None and not rel.lower().endswith((".sln", ".csproj")):
+                problem = "is not a solution or project"
+            if problem:
+                p.append(f"{where}.build[{i}]: `{rel}` {problem}; name a .sln or .csproj by its "
+                         "path relative to the repository root, e.g. `App.sln`")
+        for i, glob in enumerate(cfg.exclude):
+            problem = relative_path_problem(glob) if glob.strip() else "is empty"
+            if problem:
+                p.append(f"{where}.exclude[{i}]: `{glob}` {problem}; use a glob relative to the "
+                         "repository root, e.g. `docs/snippets/**`")
+        for i, tfm in enumerate(cfg.analyzer_frameworks):
+            if tfm.lower() not in ANALYZER_FRAMEWORKS:
+                p.append(f"{where}.analyzer_frameworks[{i}]: `{tfm}` is not a framework Roslyn "
+                         f"loads analyzers from; use one of {', '.join(ANALYZER_FRAMEWORKS)}")
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,63}", cfg.configuration):
+            p.append(f"{where}.configuration: `{cfg.configuration}` is not an MSBuild "
+                     "configuration name; use letters, digits, `_`, `.`, `-`, e.g. `Release`")
 
     def load_definition(self, root: Path, rel: str, kind: str, model: type[BaseModel]) -> None:
         stem = PurePosixPath(rel).stem
@@ -256,6 +334,8 @@ class _Loader:
         for i, skill in enumerate(skills):
             self.bind_skill(src, i, skill.id, skill.path)
         self.check_context_files(f"{src.display}: context_files", phase.context_files)
+        if not isinstance(phase.validation, str):
+            self.check_validation(f"{src.display}: validation", phase.validation)
         execution = phase.execution
         if execution.executor.kind == "evaluator":
             if not execution.criteria:

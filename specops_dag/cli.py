@@ -97,10 +97,13 @@ def schema(kind: str | None) -> None:
               help="Override every step's validation mode (default: each phase's own).")
 @click.option("--budget-tokens", type=click.IntRange(min=1),
               help="Token budget of the whole delivery (default: the workflow's budget).")
+@click.option("--judge", type=click.Choice(["absolute", "regressions"]),
+              help="Override every step's `validation.judge` (default: validation.yaml, then "
+              "each phase's own).")
 @click.pass_context
 @fail_cleanly
 def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
-        validation, budget_tokens) -> None:
+        validation, budget_tokens, judge) -> None:
     """Create a delivery of WORKFLOW with id DELIVERY and register its Dagster partition."""
     from . import delivery as ops
     from .catalog import definition_roots, load_catalog
@@ -115,7 +118,7 @@ def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
 
     state = ops.new_delivery(store_of(ctx), catalog, workflow, delivery, request, target,
                              tuple(platforms), before_write=register, validation=validation,
-                             budget_tokens=budget_tokens)
+                             budget_tokens=budget_tokens, judge=judge)
     click.echo(f"created delivery {delivery} ({workflow}, {len(state.steps)} steps) in "
                f"phases/{delivery}/; run it with `specops run {delivery}`")
 
@@ -390,17 +393,27 @@ def demo(directory: Path, executor: str) -> None:
               "change is measured against.")
 @click.option("--delivery", default="", help="docs-only: the delivery whose phases/ files count "
               "as its own documents and bookkeeping.")
+@click.option("--judge", type=click.Choice(["absolute", "regressions"]), default=None,
+              help="Override `validation.judge` of PATH/workflow_defs/validation.yaml.")
+@click.option("--baseline", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="regressions: a base tree's `specops validate --json` report to compare with.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
 @fail_cleanly
-def validate(path: Path, mode: str, base: str, delivery: str, as_json: bool) -> None:
-    """Validate a .NET 8 repository as a step would (exit 0 pass, 1 fail, 3 environment)."""
+def validate(path: Path, mode: str, base: str, delivery: str, judge: str | None,
+             baseline: Path | None, as_json: bool) -> None:
+    """Validate a .NET 8 repository as a step would (exit 0 pass, 1 fail, 3 environment), with
+    the layout of PATH/workflow_defs/validation.yaml when there is one."""
     import tempfile
 
+    from .catalog import load_layout
     from .validation import validate_attempt
 
+    layout = load_layout(path.resolve())
+    layout = layout.model_copy(update={"judge": judge}) if judge else layout
+    base_report = json.loads(baseline.read_text(encoding="utf-8")) if baseline else None
     with tempfile.TemporaryDirectory(prefix="specops-validate-") as logs:
         report = validate_attempt(mode, path.resolve(), delivery=delivery, base_commit=base,
-                                  log_dir=Path(logs))
+                                  log_dir=Path(logs), config=layout, baseline=base_report)
         click.echo(json.dumps(report.as_metadata(), indent=2) if as_json else report.describe())
     sys.exit(0 if report.passed else 1)
 

@@ -192,6 +192,38 @@ class Output(Strict):
     artifacts: list[Artifact] = []
 
 
+ValidationMode = Literal["full", "docs-only", "none"]
+AUDIT_CODES = ("NU1900", "NU1901", "NU1902", "NU1903", "NU1904")
+
+
+class SdkRule(Strict):
+    """Without global.json (most real repositories have none) `dotnet --version` in the repo
+    must then report an 8.0 SDK; with it, global.json must pin one (the default)."""
+
+    require_global_json: bool = True
+
+
+class ValidationConfig(Strict):
+    """How `full` validation reads a repository (issue 16): the harness root's
+    `workflow_defs/validation.yaml`, overridden key by key by a phase's `validation:` mapping.
+    `judge: regressions` compares an attempt with the base tree's own warnings and tests."""
+
+    mode: ValidationMode = "full"
+    judge: Literal["absolute", "regressions"] = "absolute"
+    sdk: SdkRule = SdkRule()
+    build: list[str] = []  # the solution or projects to build when the root has several
+    configuration: str = "Release"  # -c of build and test, -p:Configuration= of evaluation
+    analyzer_frameworks: list[str] = ["netstandard2.0"]  # allowed for Roslyn components only
+    exclude: list[str] = []  # globs (repo-relative) of C# sources and projects never validated
+    nuget_audit: Literal["environment", "failure"] = "environment"  # NU1900–NU1904
+
+
+class ValidationFile(Strict):
+    """`workflow_defs/validation.yaml` of a harness root: the layout defaults of every phase."""
+
+    validation: ValidationConfig
+
+
 class Phase(Strict):
     kind: Literal["phase"]
     id: Ident
@@ -199,8 +231,12 @@ class Phase(Strict):
     input: InputPorts = InputPorts()
     execution: Execution
     output: Output = Output()
-    validation: Literal["full", "docs-only", "none"] = "full"
+    validation: ValidationMode | ValidationConfig = "full"
     context_files: list[str] = []
+
+    @property
+    def validation_mode(self) -> str:
+        return self.validation if isinstance(self.validation, str) else self.validation.mode
 
 
 class SkillEdge(Strict):

@@ -182,7 +182,7 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinitio
         pool="codex" if phase.execution.executor.kind == "codex" else None,
         check_specs=[dg.AssetCheckSpec("validation", asset=dg.AssetKey([wf.id, node.id]),
                                        blocking=True,
-                                       description=f"validation `{phase.validation}` after "
+                                       description=f"validation `{phase.validation_mode}` after "
                                        "each attempt (seed 001 §8)"),
                      dg.AssetCheckSpec("handoff_current", asset=dg.AssetKey([wf.id, node.id]),
                                        description="the consumed upstream handoffs are unchanged "

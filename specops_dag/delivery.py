@@ -56,7 +56,8 @@ def case_twin(store: Store, delivery: str) -> str | None:
 def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str, request: str,
                  target: Path | None = None, platforms: tuple[str, ...] = (),
                  before_write: Callable[[], None] | None = None,
-                 validation: str | None = None, budget_tokens: int | None = None) -> Delivery:
+                 validation: str | None = None, budget_tokens: int | None = None,
+                 judge: str | None = None) -> Delivery:
     """Create `phases/<delivery>/` with its snapshot and pending steps, all or nothing.
 
     `before_write` runs once every input is validated and before any file is written (the CLI
@@ -90,6 +91,7 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
         for step in state.steps if validation else []:
             step.validation = validation
         state.budget_tokens = budget_tokens or catalog.workflows[workflow_id].budget.tokens
+        state.judge = judge  # type: ignore[assignment] — the CLI offers the two judges only
         (staging / "request.md").write_text(request, encoding="utf-8")
         for lock in (".lock", ".run.lock"):  # the delivery's locks exist from the start:
             (staging / lock).touch()  # taking them later never changes the tree
@@ -177,7 +179,7 @@ def initial_state(store: Store, catalog: Catalog, workflow_id: str, delivery: st
                                   catalog.phases[up_node.phase].execution.gates.after) if g]
         context = list(dict.fromkeys([*phase.context_files, *node.context_files]))
         steps.append(Step(step=i, name=node.id, phase=node.phase, needs=list(node.needs),
-                          context_files=context, validation=phase.validation,
+                          context_files=context, validation=phase.validation_mode,
                           gates=list(dict.fromkeys(gates))))
     stamp = now_iso()
     rel_target = (target.relative_to(store.root.resolve()).as_posix() or "."
@@ -253,7 +255,7 @@ def reopen(store: Store, delivery: str, node: str, reason: str = "") -> list[str
 def clear_run_fields(step: Step) -> None:
     step.handoff, step.consumed, step.commits = {}, {}, {}
     step.base_commit = step.validation_report = step.delivery_handoff = None
-    step.preparation = None
+    step.preparation = step.preflight = None
     step.started_at = step.completed_at = step.owner = None
     step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None
 

@@ -26,8 +26,10 @@ from .codex import (
     run_codex,
     secret_values,
 )
+from .definition import ValidationConfig
 from .delivery import workdir
 from .errors import ToolMissing
+from .preflight import Preflight, block_reason, cached_pass, run_preflight
 from .process import run_process
 from .prompt import (
     SUMMARY_LIMIT,
@@ -71,6 +73,7 @@ class AttemptResult:
     review_exhausted: bool = False
     preparation: str | None = None  # what was done to the worktree before the first call
     review_usage: Usage | None = None  # the evaluator's sessions of this round, together
+    preflight: dict | None = None  # the base tree's validation, before the first call
 
 
 def cache_dirs(store: Store) -> dict[str, Path]:
@@ -99,12 +102,47 @@ def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
                 settings: AgentSettings) -> AttemptResult:
     kind = catalog.phases[step.phase].execution.executor.kind
     node_dir(store, state.phase, step.name).mkdir(parents=True, exist_ok=True)
+    checked: Preflight | None = None
     try:
+        checked = base_check(store, state, step, catalog)
+        if checked is not None and not checked.ok:
+            return AttemptResult(False, block_reason(checked.record, state.phase, step.name),
+                                 environment=True, preflight=checked.record)
         if kind == "command":
-            return run_command_attempt(store, state, step, catalog)
-        return run_codex_attempt(store, state, step, catalog, settings)
+            result = run_command_attempt(store, state, step, catalog)
+        else:
+            result = run_codex_attempt(store, state, step, catalog, settings,
+                                       restored=checked is not None and not checked.cached
+                                       and checked.record.get("target_found") is True)
     except ToolMissing as err:
-        return AttemptResult(False, f"environment error: {err.message}", environment=True)
+        return AttemptResult(False, f"environment error: {err.message}", environment=True,
+                             preflight=checked.record if checked else None)
+    return replace(result, preflight=checked.record) if checked is not None else result
+
+
+def preflight_cache(store: Store) -> Path:
+    return store.root.resolve() / ".specops" / "preflight"
+
+
+def layout_of(catalog: Catalog, state: Delivery, step: Step) -> ValidationConfig:
+    """validation.yaml, then the phase's keys, then the delivery's `new --judge`."""
+    layout = catalog.validation_for(step.phase)
+    return layout.model_copy(update={"judge": state.judge}) if state.judge else layout
+
+
+def base_check(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Preflight | None:
+    """Before a `full` step's first call: the base tree must pass (issue 16). The result is set
+    on `step` too, so this attempt's validation compares with it under `judge: regressions`."""
+    if step.validation != "full" or not (step.attempts == 1 or (
+            step.preflight is None and state.worktree and step.base_commit
+            and not gitflow.product_changes(workdir(store, state), since=step.base_commit))):
+        return None  # later attempts (or a tree already changed) use the recorded one
+    folder = node_dir(store, state.phase, step.name)
+    checked = run_preflight(workdir(store, state), step.base_commit,
+                            layout_of(catalog, state, step), preflight_cache(store),
+                            folder / "validation" / "preflight", step_env(store, state, step))
+    step.preflight = checked.record
+    return checked
 
 
 def run_command_attempt(store: Store, state: Delivery, step: Step,
@@ -129,7 +167,7 @@ def run_command_attempt(store: Store, state: Delivery, step: Step,
 
 
 def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
-                      settings: AgentSettings) -> AttemptResult:
+                      settings: AgentSettings, restored: bool = False) -> AttemptResult:
     """One `codex exec` call (prompt on stdin), then the independent verification."""
     phase = catalog.phases[step.phase]
     folder = node_dir(store, state.phase, step.name)
@@ -141,7 +179,13 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
     (folder / "prompt.md").write_text(redact(prompt.text, secrets), encoding="utf-8")
     last = folder / "last-message.txt"
     last.unlink(missing_ok=True)  # codex leaves a stale -o file on a failed turn
-    preparation = prepare_dotnet(store, state, step, target, env) if step.attempts == 1 else None
+    preparation = None
+    if step.attempts == 1:
+        preparation = ((True, "restored by the executor before attempt 1 (NuGet packages in "
+                        f"{env['NUGET_PACKAGES']}, dotnet home {env['DOTNET_CLI_HOME']}), in "
+                        "the preflight's validation of the base tree; logs in "
+                        f"{folder / 'validation' / 'preflight'}") if restored
+                       else prepare_dotnet(store, state, step, target, env, catalog))
     if preparation is not None and not preparation[0]:
         return AttemptResult(False, preparation[1], environment=True, preparation=preparation[1])
     caches = tuple(cache_dirs(store).values())
@@ -209,7 +253,7 @@ def use_codex_home(store: Store, settings: AgentSettings, env: dict[str, str]) -
 
 
 def prepare_dotnet(store: Store, state: Delivery, step: Step, target: Path,
-                   env: dict[str, str]) -> tuple[bool, str]:
+                   env: dict[str, str], catalog: Catalog) -> tuple[bool, str]:
     """Before a step's first call: restore the worktree outside the sandbox with the agent's own
     NuGet and dotnet homes, so the agent can build and test `--no-restore` without network.
     (ok, what was done — for the step record); not ok blocks the step."""
@@ -217,7 +261,8 @@ def prepare_dotnet(store: Store, state: Delivery, step: Step, target: Path,
 
     log_dir = node_dir(store, state.phase, step.name) / "validation" / "restore"
     try:
-        report = restore_worktree(target, log_dir, env)
+        report = restore_worktree(target, log_dir, env,
+                                  config=layout_of(catalog, state, step))
     except ToolMissing:
         return True, ("restore skipped: `dotnet` is not on PATH, so the worktree was not "
                       "restored and the agent cannot build or test")
@@ -473,6 +518,15 @@ def sandbox_denials(codex_home: Path, thread_id: str | None) -> list[str]:
     return list(dict.fromkeys(denied))
 
 
+def baseline_for(store: Store, step: Step, config: ValidationConfig) -> dict | None:
+    """Under `judge: regressions`: the step's preflight, else the cached pass of its base commit
+    (a run killed after its preflight), else an empty baseline — strict, never unchecked."""
+    if config.judge != "regressions":
+        return None
+    return (step.preflight or cached_pass(preflight_cache(store), step.base_commit, config)
+            or {})
+
+
 def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> AttemptResult:
     """Exit 0 is not success by itself: required artifacts must exist, then validation must pass."""
     phase = catalog.phases[step.phase]
@@ -494,12 +548,19 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
         return AttemptResult(False, "exit 0 but the product did not change: the phase expects "
                              "a product change and nothing outside phases/ and docs/phase/ "
                              f"changed since {(step.base_commit or '')[:12]}")
+    config = layout_of(catalog, state, step)
     try:
         report = validate_attempt(step.validation, repo, delivery=state.phase,
                                   base_commit=step.base_commit, log_dir=folder / "validation",
-                                  env=step_env(store, state, step))
+                                  env=step_env(store, state, step), config=config,
+                                  baseline=baseline_for(store, step, config))
     except ToolMissing as err:  # no retry can install the SDK
         return AttemptResult(False, f"environment error: {err.message}", environment=True)
+    if not report.passed and report.blame == "environment":
+        # the environment's problem, not the diff's: the person fixes it, the agent never sees it
+        return AttemptResult(False, f"environment error: {report.describe()}; fix it, then "
+                             f"`specops resume {state.phase} {step.name}`", environment=True,
+                             validation=report)
     if not report.passed:
         logs = (f"\nvalidation logs: {agent_path(folder / 'validation', repo)}/"
                 if report.logs else "")

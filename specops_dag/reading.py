@@ -280,6 +280,8 @@ def render_status(state: Delivery, report: dict) -> str:
             line += f"\n       next: fix the cause, then `specops resume {state.phase} {s.name}`"
         if s.blocked_reason:
             line += f" {s.blocked_reason}"
+        if s.preflight:
+            line += f"\n       {preflight_line(s.preflight)}"
         ask = report["gates"].get(s.name)
         if ask:
             line += f"\n       question: {ask['question']}"
@@ -296,6 +298,16 @@ def render_status(state: Delivery, report: dict) -> str:
         lines.append(f"next: `specops run {state.phase}` runs {', '.join(report['runnable'])}")
     lines += [f"drift: {d}" for d in report["drift"]]
     return "\n".join(lines)
+
+
+def preflight_line(record: dict) -> str:
+    """The base tree's validation before the first agent call (issue 16), in one line."""
+    commit = (record.get("commit") or "")[:12] or "the working folder"
+    verdict = "passed" if record.get("passed") else f"failed at `{record.get('stage')}`"
+    cached = ", cached" if record.get("cached") else ""
+    sdk = f", SDK {record['sdk_version']}" if record.get("sdk_version") else ""
+    return (f"preflight {verdict} on {commit} (judge {record.get('judge', 'absolute')}{sdk}"
+            f"{cached}): {str(record.get('message', ''))[:160]}")
 
 
 def risk_lines(state: Delivery, risks: list[dict]) -> list[str]:

@@ -141,6 +141,7 @@ class Step(Model):
     feedback: str | None = None  # a person's reopen reason or gate rejection, for the next prompt
     delivery_handoff: str | None = None  # sha256 of docs/phase/<d>/handoff.md as it completed
     preparation: str | None = None  # what the executor did to the worktree before attempt 1
+    preflight: dict | None = None  # the base tree's validation before the first agent call
 
 
 class Event(Model):
@@ -187,6 +188,7 @@ class Delivery(Model):
     approvals: list[Approval] = []
     risks: list[Risk] = []
     budget_tokens: int | None = None  # the delivery's token budget (workflow or `new`)
+    judge: Literal["absolute", "regressions"] | None = None  # `new --judge`: over every phase's
 
     def get_step(self, name: str) -> Step:
         return get_step(self, name)

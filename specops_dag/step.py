@@ -318,6 +318,8 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
             step.validation_report = result.validation.as_metadata()
         if result.preparation is not None:
             step.preparation = result.preparation
+        if result.preflight is not None:
+            step.preflight = result.preflight
         if result.review is not None:
             step.reviews.append(result.review)
         if result.ok:

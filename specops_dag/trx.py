@@ -36,6 +36,7 @@ class TrxRun:
     failing_tests: tuple[str, ...]
     error_infos: tuple[str, ...]
     mtp: bool
+    skipped_tests: tuple[str, ...] = ()
 
 
 class TrxCorrupt(SpecopsError):
@@ -63,6 +64,7 @@ class TestVerdict:
     skipped: int = 0
     failing_tests: tuple[str, ...] = ()
     trx: str | None = None
+    skipped_tests: tuple[str, ...] = ()
 
 
 def parse_trx(path: Path) -> TrxRun:
@@ -102,8 +104,9 @@ def parse_trx(path: Path) -> TrxRun:
     mtp = any(r.get("testType") == MTP_TEST_TYPE for r in results) or any(
         lst.get("id") == MTP_TEST_LIST for lst in root.iter(f"{{{NS}}}TestList")
     )
+    skipped = tuple(_test_name(r) for r in results if r.get("outcome") == "NotExecuted")
     return TrxRun(outcome, *counts, tuple(r.get("outcome", "") for r in results), failing, errors,
-                  mtp)
+                  mtp, skipped)
 
 
 def _counters(path: Path, summary: ET.Element) -> tuple[int, int, int, int]:
@@ -193,7 +196,7 @@ def _judge_trx(results_dir: Path) -> TestVerdict:
     return TestVerdict(
         reason == "passed", reason, detail, total=run.total, executed=run.executed,
         passed_count=run.passed, failed=run.failed, skipped=max(run.total - run.executed, 0),
-        failing_tests=run.failing_tests, trx=str(path))
+        failing_tests=run.failing_tests, trx=str(path), skipped_tests=run.skipped_tests)
 
 
 def _rule(name: str, run: TrxRun) -> tuple[str, str]:

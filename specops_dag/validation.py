@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from .definition import ValidationConfig
 from .docs_only import docs_only_change
 from .dotnet import DEADLINE_S, ValidationReport, validate_full
 
@@ -19,7 +20,10 @@ __all__ = ["ValidationReport", "validate_attempt", "MODES"]
 
 def validate_attempt(mode: str, target: Path, *, delivery: str, base_commit: str | None,
                      log_dir: Path, deadline_s: float = DEADLINE_S,
-                     env: dict[str, str] | None = None) -> ValidationReport:
+                     env: dict[str, str] | None = None, config: ValidationConfig | None = None,
+                     baseline: dict | None = None) -> ValidationReport:
+    """`config` is the layout (validation.yaml + the phase); `baseline` the base tree's report
+    an attempt is compared with under `judge: regressions`."""
     if mode == "none":
         return ValidationReport(True, "none", "none", "the phase declares `validation: none`",
                                 target_found=False)
@@ -28,7 +32,7 @@ def validate_attempt(mode: str, target: Path, *, delivery: str, base_commit: str
         if decision.docs_only:
             return ValidationReport(True, "docs-only", "docs-only", decision.reason,
                                     target_found=False)
-        full = validate_full(target, log_dir, deadline_s, env)
+        full = validate_full(target, log_dir, deadline_s, env, config, baseline)
         note = f"docs-only fell back to full validation: {decision.reason}"
         return replace(full, mode="docs-only→full", notes=(note, *full.notes))
-    return validate_full(target, log_dir, deadline_s, env)
+    return validate_full(target, log_dir, deadline_s, env, config, baseline)

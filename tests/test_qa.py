@@ -308,7 +308,8 @@ def test_with_tests_qa_runs_the_whole_validation_in_its_worktree_first(tmp_path:
     repo, report = run(tmp_path, qa_of(tests=True, probes=PROBES[:1]), standin("minimal-api", log))
     assert report.status == "passed", report.reason
     sent = [line.split(" ", 1)[0] for line in log.read_text().splitlines()]
-    assert sent == ["--version", "msbuild", "msbuild", "restore", "build", "msbuild", "test", "run"]
+    assert sent == ["--version", "msbuild", "msbuild", "restore", "build", "msbuild", "msbuild",
+                    "test", "run"]
     trx = list((tmp_path / "phases/d1/build/reviews/build-r1-qa/validation").glob("trx-*/results.trx"))
     assert len(trx) == 1
     assert_nothing_left(tmp_path, repo, report.url)

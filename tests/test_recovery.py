@@ -96,15 +96,18 @@ def test_a_run_killed_during_validation_resumes_within_the_budget(
     root = agentic_git_harness(tmp_path, "all-pass")
     calls = tmp_path / "dotnet-calls.log"
     env = {**clean_env, "PATH": f"{STANDIN}:{clean_env['PATH']}", "DOTNET_STANDIN_LOG": str(calls),
-           "DOTNET_STANDIN_ANSWERS": str(STANDIN / "answers/hang-build.yaml")}
+           "DOTNET_STANDIN_ANSWERS": str(STANDIN / "answers/hang-build-after-attempt.yaml")}
     assert specops(env, root, "new", "agentic", "d1", "--request", "x", "--validation",
                    "full").returncode == 0
-    nodes = {"write": [{"literal": {}}, {"literal": {}}], "review": [{"literal": {}}]}
+    # the base passes its preflight; the attempt's tree (with the marker) hangs the build
+    hang = {"literal": {"before": [{"shell": "touch src/Calc/hang.marker"}]}}
+    nodes = {"write": [hang, {"literal": {}}], "review": [{"literal": {}}]}
     with replay(tmp_path, nodes) as server:
         env.update(SPECOPS_REPLAY_URL=server.url,
                    SPECOPS_CODEX_HOME=str(tmp_path / "codex-home"))
         proc = start_run(env, root, "agentic_job")
-        kill_when(proc, lambda: calls.exists() and "build" in calls.read_text())
+        kill_when(proc, lambda: calls.exists() and sum(  # the preflight's build, then the attempt's
+            line.startswith("build ") for line in calls.read_text().splitlines()) >= 2)
         assert Store(root).read("d1").get_step("write").status == "running"
         assert survivors(str(STANDIN / "dotnet")) == []
         env["DOTNET_STANDIN_ANSWERS"] = str(STANDIN / "answers/all-pass.yaml")

@@ -121,10 +121,26 @@ PARSED = [
 def test_parse_trx_reads_every_field_of_each_sample_exactly(name: str, expected: TrxRun) -> None:
     run = parse_trx(DATA / name)
     # error_infos of `expected` are prefixes: the test-host text goes on for several lines.
-    assert replace(run, error_infos=()) == replace(expected, error_infos=())
+    assert replace(run, error_infos=(), skipped_tests=()) == replace(expected, error_infos=())
+    assert len(run.skipped_tests) == run.result_outcomes.count("NotExecuted")
     assert len(run.error_infos) == len(expected.error_infos)
     for text, prefix in zip(run.error_infos, expected.error_infos, strict=True):
         assert text.startswith(prefix), text
+
+
+def test_skipped_tests_are_named_from_their_not_executed_results() -> None:
+    run = parse_trx(DATA / "vstest-net8-xunit-failed-with-skip.trx")
+    assert run.skipped_tests == tuple(
+        r for r, o in zip(_names(DATA / "vstest-net8-xunit-failed-with-skip.trx"),
+                          run.result_outcomes, strict=True) if o == "NotExecuted")
+    assert len(run.skipped_tests) == 1
+
+
+def _names(path: Path) -> list[str]:
+    import xml.etree.ElementTree as ET
+
+    ns = "{http://microsoft.com/schemas/VisualStudio/TeamTest/2010}"
+    return [r.get("testName") for r in ET.parse(path).getroot().iter(f"{ns}UnitTestResult")]
 
 
 def test_the_test_host_error_text_is_kept_whole_with_its_line_breaks() -> None:
@@ -334,9 +350,11 @@ def test_judge_test_run_gives_the_reason_detail_and_counts_of_each_sample(
         counts: tuple[int, int, int, int, int], failing: tuple[str, ...]) -> None:
     d = results_dir(tmp_path, name)
     total, executed, passed, failed, skipped = counts
-    assert judge_test_run(d, exit_code, False) == TestVerdict(
+    verdict = judge_test_run(d, exit_code, False)
+    assert replace(verdict, skipped_tests=()) == TestVerdict(
         reason == "passed", reason, detail, total=total, executed=executed, passed_count=passed,
         failed=failed, skipped=skipped, failing_tests=failing, trx=str(d / "results.trx"))
+    assert len(verdict.skipped_tests) == (skipped if verdict.trx and reason != "corrupt" else 0)
 
 
 @pytest.mark.parametrize(("name", "why"), CORRUPT_FILES)

@@ -62,10 +62,14 @@ MATRIX = {
     "skip-only": (False, "test", "tests/Calc.Tests/Calc.Tests.csproj: skip-only: results.trx: "
                   "every test was skipped (2 total, 0 executed, 0 passed)"),
     "orphan-cs": (False, "discovery", "orphan C# source(s) outside every project: "
-                  "scripts/Tool.cs; add them to a project or remove them"),
-    "no-global-json": (False, "global.json", "global.json is missing at the repository root; "
-                       "add one that pins the .NET 8 SDK, e.g. {{\"sdk\": {{\"version\": "
-                       "\"8.0.404\", \"rollForward\": \"latestPatch\"}}}}"),
+                  "scripts/Tool.cs; add them to a project or remove them, or exclude them with "
+                  "`validation.exclude: [scripts/Tool.cs]` in workflow_defs/validation.yaml (or "
+                  "the phase)"),
+    "no-global-json": (False, "global.json", "no global.json pinning an 8.0 SDK at the "
+                       "repository root: add one (e.g. {{\"sdk\": {{\"version\": \"8.0.404\", "
+                       "\"rollForward\": \"latestPatch\"}}}}), or set "
+                       "`validation.sdk.require_global_json: false` in "
+                       "workflow_defs/validation.yaml (or the phase)"),
     "mtp": (False, "test", "tests/Calc.Tests/Calc.Tests.csproj runs on Microsoft.Testing."
             "Platform (TestingPlatformDotnetTestSupport=true): `dotnet test --logger trx` writes "
             "no VSTest TRX there; use the VSTest adapter for validation"),
@@ -99,7 +103,7 @@ def test_a_passing_run_reports_counts_logs_and_commands_in_order(tmp_path: Path)
     sent = calls.read_text().splitlines()
     assert [line.split()[0] for line in sent] == [
         "--version", "msbuild", "msbuild", "restore", "build", "restore", "build", "msbuild",
-        "test"]
+        "msbuild", "test"]
     assert sent[5].startswith("restore '{root}/tests/Calc.Tests/Calc.Tests.csproj'")
 
 
@@ -151,8 +155,9 @@ def test_the_report_reads_as_one_failure_summary(tmp_path: Path) -> None:
     assert report.describe() == (
         "validation `full` failed at stage `evaluation`: src/Calc/Calc.csproj: target frameworks "
         "['net6.0']; every project must target exactly net8.0\ncommand: dotnet msbuild "
-        f"{root}/src/Calc/Calc.csproj -getProperty:TargetFramework -getProperty:TargetFrameworks "
-        "-getItem:ProjectReference (exit None)")
+        f"{root}/src/Calc/Calc.csproj -p:Configuration=Release -getProperty:TargetFramework "
+        "-getProperty:TargetFrameworks -getProperty:IsRoslynComponent -getItem:ProjectReference "
+        "(exit None)")
     assert isinstance(report, ValidationReport)
 
 

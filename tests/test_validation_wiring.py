@@ -40,9 +40,10 @@ def standin(monkeypatch: pytest.MonkeyPatch):
 
 def test_a_failed_validation_cancels_success_and_feeds_the_next_attempt(
         tmp_path: Path, standin) -> None:
-    standin("failing-test")
-    store = fixture_harness(tmp_path, "failing-test")
-    nodes = {"write": [{"literal": {}}, {"literal": {}}]}
+    standin("regressing-test")  # the base passes; a tree with the marker fails a test
+    store = fixture_harness(tmp_path, "all-pass")
+    regress = {"literal": {"before": [{"shell": "touch src/Calc/regressed.marker"}]}}
+    nodes = {"write": [regress, regress]}
     with replay(tmp_path, nodes) as server:
         first = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
         second = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
@@ -68,7 +69,7 @@ def test_a_passing_validation_completes_the_step_with_its_report(tmp_path: Path,
     assert (outcome.validation["total"], outcome.validation["passed_tests"]) == (2, 2)
 
 
-def test_a_missing_dotnet_blocks_the_step_with_the_install_hint_and_no_retry(
+def test_a_missing_dotnet_blocks_the_step_before_any_agent_call_with_the_install_hint(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = fixture_harness(tmp_path, "all-pass")
     with replay(tmp_path, {"write": [{"literal": {}}]}) as server:
@@ -82,7 +83,9 @@ def test_a_missing_dotnet_blocks_the_step_with_the_install_hint_and_no_retry(
     assert step.blocked_reason == (
         "environment error: the .NET SDK (`dotnet`) is not installed or not on PATH: install the "
         ".NET 8 SDK (https://dot.net/download) so full validation can build and test")
-    assert len(step.usage) == 1  # the agent call that ran is still accounted
+    assert step.usage == []  # the preflight needs dotnet before any agent call
+    assert not (tmp_path / "requests.jsonl").exists() or not (
+        tmp_path / "requests.jsonl").read_text().strip()
 
 
 def test_the_materialization_carries_a_blocking_validation_check_with_the_report(
@@ -107,3 +110,6 @@ def test_the_materialization_carries_a_blocking_validation_check_with_the_report
         assert evaluation.passed is True
         assert evaluation.metadata["stage"].value == "test"
         assert evaluation.metadata["passed_tests"].value == 2
+        assert evaluation.metadata["sdk_version"].value == "8.0.404"
+        assert [c["stage"] for c in evaluation.metadata["commands"].value][-1] == "test"
+        assert evaluation.metadata["projects"].value[0]["executed"] == 2
