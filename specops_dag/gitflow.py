@@ -160,10 +160,45 @@ def remove_worktree(repo: Path, path: Path) -> None:
                 deadline_s=GIT_DEADLINE_S)
 
 
-def index_lock(worktree: Path) -> Path | None:
-    """The worktree's `index.lock`, if one is left: every later git write would fail on it."""
-    lock = Path(_git().Repo(worktree).git_dir) / "index.lock"
-    return lock if lock.exists() else None
+def stale_locks(worktree: Path, branch: str) -> tuple[list[Path], list[Path]]:
+    """Git lock files left in the worktree's git folders (its `index.lock`, `HEAD.lock`, the
+    branch's ref lock): every later git write would fail on them. Returns (provably stale: no
+    process has the file open, so a killed git left it; undecided: held open, or this process
+    cannot see every other process's open files)."""
+    repo = _git().Repo(worktree)
+    git_dir, common = Path(repo.git_dir), Path(repo.common_dir)
+    found = [p for p in (git_dir / "index.lock", git_dir / "HEAD.lock",
+                         common / "refs" / "heads" / f"{branch}.lock") if p.exists()]
+    if not found:
+        return [], []
+    users = open_by_any_process({os.path.realpath(p) for p in found})
+    if users is None:
+        return [], found
+    return [p for p in found if os.path.realpath(p) not in users], \
+        [p for p in found if os.path.realpath(p) in users]
+
+
+def open_by_any_process(paths: set[str]) -> set[str] | None:
+    """Which of `paths` some process has open (from /proc/*/fd), or None when a process's open
+    files cannot be read (another user's): then nothing is provably unused."""
+    held = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except FileNotFoundError:
+            continue
+        except PermissionError:
+            return None
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target in paths:
+                held.add(target)
+    return held
 
 
 def head(worktree: Path) -> str:

@@ -194,10 +194,16 @@ def prepare_worktree(store: Store, state: Delivery, step: Step) -> str | None:
                     f"from its branch with `git -C {target} worktree prune && git -C {target} "
                     f"worktree add {tree} {state.branch or gitflow.branch_name(state.phase)}`, "
                     f"then `specops resume {state.phase} {step.name}`")
-        if lock := gitflow.index_lock(tree):
-            return (f"stale git lock: {lock} exists (a git command was killed while it held "
-                    f"it); if no git command is running in {workdir(store, state)}, remove it "
-                    f"(`rm {lock}`), then `specops resume {state.phase} {step.name}`")
+        branch = state.branch or gitflow.branch_name(state.phase)
+        stale, held = gitflow.stale_locks(tree, branch)
+        for lock in stale:  # no process has it open: a killed git command left it
+            lock.unlink(missing_ok=True)
+            state.log("removed stale git lock", step.name, f"{lock} (no process had it open)")
+        if held:
+            lock = held[0]
+            return (f"git lock: {lock} exists and a process may still hold it; if no git "
+                    f"command is running in {tree}, remove it (`rm {lock}`), then `specops "
+                    f"resume {state.phase} {step.name}`")
         if step.attempts == 0 and step.started_at is None:  # a fresh start needs a clean tree
             gitflow.check_clean(workdir(store, state), state.phase, step.name)
         elif step.attempts == 0 and (left := gitflow.product_changes(workdir(store, state))):

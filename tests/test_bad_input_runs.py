@@ -127,20 +127,33 @@ def git_delivery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path,
     return root, created(root)
 
 
-def test_a_stale_git_lock_blocks_the_step_with_the_fix_instead_of_burning_attempts(
+def test_a_git_lock_no_process_holds_is_removed_and_the_step_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.step import run_step
 
+    root, store = git_delivery(tmp_path, monkeypatch)
+    assert run_step(store, "d1", "a").status == "completed"
+    lock = (root / ".git/worktrees/d1/index.lock").resolve()
+    lock.write_text("")  # what a SIGKILLed `git commit` leaves
+    outcome = run_step(store, "d1", "b")
+    assert outcome.status == "completed", outcome.message
+    assert not lock.exists()
+    [event] = [e for e in store.read("d1").history if e.event == "removed stale git lock"]
+    assert (event.step, event.detail) == ("b", f"{lock} (no process had it open)")
+
+
+def test_a_git_lock_a_live_process_holds_blocks_the_step_with_the_fix_and_no_attempt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specops_dag.step import run_step
 
     root, store = git_delivery(tmp_path, monkeypatch)
     assert run_step(store, "d1", "a").status == "completed"
     worktree = (root / ".specops/worktrees/d1").resolve()
     lock = (root / ".git/worktrees/d1/index.lock").resolve()
-    lock.write_text("")  # what a SIGKILLed `git commit` leaves
-    outcome = run_step(store, "d1", "b")
-    reason = (f"stale git lock: {lock} exists (a git command was killed while it held it); if "
-              f"no git command is running in {worktree}, remove it (`rm {lock}`), then "
-              "`specops resume d1 b`")
+    with open(lock, "w"):  # a git command that is still running holds its lock open
+        outcome = run_step(store, "d1", "b")
+    reason = (f"git lock: {lock} exists and a process may still hold it; if no git command is "
+              f"running in {worktree}, remove it (`rm {lock}`), then `specops resume d1 b`")
     assert (outcome.status, outcome.message) == ("blocked", reason)
     assert store.read("d1").get_step("b").attempts == 0
     lock.unlink()
