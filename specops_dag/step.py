@@ -164,7 +164,7 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
             state.log("input drift", node, "upstream handoffs changed since they were "
                       "registered: " + ", ".join(changed))
         state.log("attempt started", node, f"attempt {step.attempts}/{max_attempts}")
-        return Delivery.model_validate_json(state.model_dump_json()), catalog  # a detached copy
+        return state, catalog  # written as it is now; what the caller changes stays local
 
 
 def _refusal(catalog: Catalog, step: Step) -> str | None:
