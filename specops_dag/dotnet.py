@@ -145,17 +145,24 @@ def dotnet_env(base: dict[str, str] | None = None) -> dict[str, str]:
     return {**env, **DOTNET_ENV}
 
 
+def start_run(root: Path, log_dir: Path, deadline_s: float, env: dict[str, str] | None,
+              config: ValidationConfig | None) -> tuple[Run, Repo]:
+    """The run every entry point starts with: its deadline, environment and settings, and the
+    repository as discovery sees it."""
+    root = root.resolve()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    run = Run(root, log_dir, time.monotonic() + deadline_s, deadline_s, dotnet_env(env),
+              config or ValidationConfig())
+    return run, discover(root, run.config)
+
+
 def validate_full(root: Path, log_dir: Path, deadline_s: float = DEADLINE_S,
                   env: dict[str, str] | None = None, config: ValidationConfig | None = None,
                   baseline: dict | None = None) -> ValidationReport:
     """Run every stage against the repository at `root`; stop at the first failure. Under
     `judge: regressions`, `baseline` (from the base tree's own report) is what the attempt is
     compared with; without one the report *is* the baseline."""
-    root = root.resolve()
-    log_dir.mkdir(parents=True, exist_ok=True)
-    run = Run(root, log_dir, time.monotonic() + deadline_s, deadline_s, dotnet_env(env),
-              config or ValidationConfig())
-    repo = discover(root, run.config)
+    run, repo = start_run(root, log_dir, deadline_s, env, config)
     if repo.problem:
         return run.fail("discovery", repo.problem)
     if not repo.projects:
@@ -367,11 +374,7 @@ def restore_worktree(root: Path, log_dir: Path, env: dict[str, str],
     (outside the sandbox, network allowed), so the agent can build and test `--no-restore`.
     None when there is nothing to restore (no project, or a layout the validation rejects);
     raises ToolMissing without `dotnet`."""
-    root = root.resolve()
-    log_dir.mkdir(parents=True, exist_ok=True)
-    run = Run(root, log_dir, time.monotonic() + deadline_s, deadline_s, dotnet_env(env),
-              config or ValidationConfig())
-    repo = discover(root, run.config)
+    run, repo = start_run(root, log_dir, deadline_s, env, config)
     if repo.problem or not repo.projects:
         return None
     failed = build_targets(run, repo, stages=("restore",))
@@ -384,11 +387,7 @@ def build_worktree(root: Path, log_dir: Path, env: dict[str, str],
     """Restore and build as the validation does (warnings as errors under `judge: absolute`),
     without evaluating or testing: what QA needs before it runs the application. Raises
     ToolMissing without `dotnet`."""
-    root = root.resolve()
-    log_dir.mkdir(parents=True, exist_ok=True)
-    run = Run(root, log_dir, time.monotonic() + deadline_s, deadline_s, dotnet_env(env),
-              config or ValidationConfig())
-    repo = discover(root, run.config)
+    run, repo = start_run(root, log_dir, deadline_s, env, config)
     if repo.problem:
         return run.fail("discovery", repo.problem)
     failed = build_targets(run, repo)
