@@ -47,9 +47,12 @@ EXECUTORS = ("multiprocess", "in_process")
 def kill(run, how: str) -> None:
     """SIGKILL the run as `how` says; `tree` snapshots every descendant first."""
     if how == "job-execute":
-        jobs = [c for c in psutil.Process(run.pid).children() if "execute" in c.cmdline()]
-        for job in jobs:
-            job.kill()
+        for child in psutil.Process(run.pid).children():
+            try:  # a child that already ended (a reaper, say) is a zombie until reaped
+                if "execute" in child.cmdline():
+                    child.kill()
+            except psutil.Error:
+                pass
     elif how == "group":
         os.killpg(run.pid, signal.SIGKILL)
     else:

@@ -75,8 +75,15 @@ def start_job_execute(env: dict[str, str], root: Path, executor: str) -> subproc
 
 
 def job_execute_of(run: subprocess.Popen) -> psutil.Process:
-    return wait_for(lambda: next((c for c in psutil.Process(run.pid).children()
-                                  if "execute" in c.cmdline()), None))
+    def find() -> psutil.Process | None:
+        for child in psutil.Process(run.pid).children():
+            try:  # a child that already ended (a reaper, say) is a zombie until reaped
+                if "execute" in child.cmdline():
+                    return child
+            except psutil.Error:
+                pass
+        return None
+    return wait_for(find)
 
 
 @pytest.mark.parametrize(("executor", "kill"), [
