@@ -47,11 +47,12 @@ HOST_TAG = "specops/host"
 
 
 def fail_orphaned_runs(home: Path, delivery: str) -> list[str]:
-    """Mark failed the delivery's runs that Dagster still shows STARTING or STARTED although the
-    process that ran them is gone (a killed `dagster job execute` or run worker never reports
-    its end). Called by `specops run` under the delivery's run lock. A run is judged by the pid
-    of its first event, on this host: runs tagged with another host are left alone, and so are
-    untagged runs of a non-SQLite instance (which may run anywhere). Returns the run ids."""
+    """Mark failed the delivery's runs that Dagster still shows NOT_STARTED, STARTING or STARTED
+    although the process that ran them is gone (a killed `dagster job execute` or run worker
+    never reports its end). Called by `specops run` under the delivery's run lock. A run is
+    judged by the pid of its first event, on this host: runs tagged with another host are left
+    alone, and so are untagged runs of a non-SQLite instance (which may run anywhere) and
+    untagged NOT_STARTED ones (another process may be about to start them). Returns the ids."""
     import socket
 
     import dagster as dg
@@ -64,11 +65,14 @@ def fail_orphaned_runs(home: Path, delivery: str) -> list[str]:
         local = type(instance.run_storage).__name__.startswith("Sqlite")
         runs = instance.get_runs(filters=dg.RunsFilter(
             tags={"dagster/partition": delivery},
-            statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]))
+            statuses=[dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+                      dg.DagsterRunStatus.STARTED]))
         for run in runs:
             tagged = run.tags.get(HOST_TAG)
             if tagged != host and (tagged is not None or not local):
                 continue
+            if run.status == dg.DagsterRunStatus.NOT_STARTED and tagged != host:
+                continue  # killed before it started: only our own runs (under the run lock)
             events = instance.all_logs(run.run_id)
             pids = [(e.dagster_event.pid, e.timestamp) for e in events
                     if e.dagster_event is not None and e.dagster_event.pid]
