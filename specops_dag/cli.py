@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -292,10 +293,17 @@ def store_of_root(root: Path) -> Store:
     return Store(root)
 
 
+def _fail_orphans(home: Path, delivery: str) -> None:
+    from .launch import fail_orphaned_runs
+
+    for run_id in fail_orphaned_runs(home, delivery):
+        click.echo(f"marked Dagster run {run_id} failed: its process was gone (killed)",
+                   err=True)
+
+
 def run_locked(root: Path, delivery: str, executor: str, timeout_s: float) -> int:
     from .launch import (
         execute_job,
-        fail_orphaned_runs,
         job_name,
         register_delivery,
         resolve_dagster_home,
@@ -305,20 +313,29 @@ def run_locked(root: Path, delivery: str, executor: str, timeout_s: float) -> in
 
     store = store_of_root(root)
     state = store.read(delivery)
+    log_dir = store.delivery_dir(delivery) / "runs"
+    # `runs/active` exists while a `specops run` has its Dagster run going; found here, that
+    # run was killed, and its Dagster run may still show STARTED.
+    active = log_dir / "active"
     if all(s.status == "completed" and s.commits.get("metadata") != METADATA_PENDING
            for s in state.steps):  # nothing to run: no Dagster run for it
+        if active.exists():
+            _fail_orphans(resolve_dagster_home(root), delivery)
+            active.unlink()
         click.echo(render_status(state, {**status_report(root, state), "drift": []}))
         click.echo(f"nothing to run: every step of {delivery} is completed")
         return 0 if state.status == "completed" else 3
     home = resolve_dagster_home(root)
-    log_dir = store.delivery_dir(delivery) / "runs"
     register_delivery(home, delivery)
-    for run_id in fail_orphaned_runs(home, delivery):
-        click.echo(f"marked Dagster run {run_id} failed: its process was gone (killed)",
-                   err=True)
+    _fail_orphans(home, delivery)
     click.echo(f"running {job_name(state.workflow)} for {delivery} (DAGSTER_HOME={home}); "
                f"log: {log_dir / 'dagster-run.err'}")
-    result = execute_job(root, home, state.workflow, delivery, executor, timeout_s, log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    active.write_text(f"{os.getpid()}\n", encoding="utf-8")
+    try:
+        result = execute_job(root, home, state.workflow, delivery, executor, timeout_s, log_dir)
+    finally:
+        active.unlink(missing_ok=True)
     state = store.read(delivery)
     click.echo(render_status(state, {**status_report(root, state), "drift": []}))
     if result.timed_out:

@@ -132,3 +132,48 @@ def test_a_kill_ends_every_step_process_within_seconds_and_the_next_run_finishes
     with dg.DagsterInstance.from_config(str(home)) as instance:
         assert [r.status for r in instance.get_runs()] == [dg.DagsterRunStatus.SUCCESS,
                                                            dg.DagsterRunStatus.FAILURE]
+
+
+LEFT_STARTED = """\
+import socket, sys
+import dagster as dg
+from dagster._core.events import DagsterEvent, DagsterEventType
+with dg.DagsterInstance.get() as instance:
+    run = instance.add_run(dg.DagsterRun(
+        job_name="diamond_job", status=dg.DagsterRunStatus.STARTED,
+        tags={"dagster/partition": "d1", "specops/host": socket.gethostname()}))
+    instance.report_engine_event("the run started; this process then ends", run)
+    print(run.run_id)
+"""
+
+
+def test_a_run_killed_after_its_last_step_is_marked_failed_by_a_run_that_has_nothing_to_do(
+        diamond_root: Path, clean_env: dict[str, str]) -> None:
+    sleepy(diamond_root)
+    env = {**clean_env, "NAP": "0"}
+    assert specops(env, diamond_root, "new", "diamond", "d1", "--request", "x").returncode == 0
+    assert specops(env, diamond_root, "run", "d1", "--executor", "in_process").returncode == 0
+    # what a kill between the last step and the run's end leaves: a STARTED run whose process
+    # is gone, and the `runs/active` of the `specops run` that was killed
+    left = subprocess.run([str(VENV_BIN / "python"), "-c", LEFT_STARTED], env=env,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, check=True)
+    stuck = left.stdout.strip()
+    active = diamond_root / "phases/d1/runs/active"
+    active.write_text("1\n")
+    again = specops(env, diamond_root, "run", "d1")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.endswith("nothing to run: every step of d1 is completed\n")
+    assert again.stderr == f"marked Dagster run {stuck} failed: its process was gone (killed)\n"
+    assert not active.exists()
+    with dg.DagsterInstance.from_config(clean_env["DAGSTER_HOME"]) as instance:
+        assert instance.get_run_by_id(stuck).status == dg.DagsterRunStatus.FAILURE
+
+
+def test_a_completed_run_leaves_no_active_marker(
+        diamond_root: Path, clean_env: dict[str, str]) -> None:
+    sleepy(diamond_root)
+    env = {**clean_env, "NAP": "0"}
+    assert specops(env, diamond_root, "new", "diamond", "d1", "--request", "x").returncode == 0
+    assert specops(env, diamond_root, "run", "d1", "--executor", "in_process").returncode == 0
+    assert not (diamond_root / "phases/d1/runs/active").exists()
+    assert (diamond_root / "phases/d1/runs/dagster-run.err").exists()
