@@ -22,9 +22,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks import compile_package  # noqa: E402
-from specops_dag.codex import AgentSettings, codex_argv, find_codex  # noqa: E402
+from specops_dag.agent.codex import AgentSettings, codex_argv, find_codex  # noqa: E402
+from specops_dag.agent.replay import ReplayServer, Scenario  # noqa: E402
 from specops_dag.process import run_process  # noqa: E402
-from specops_dag.replay import ReplayServer, Scenario  # noqa: E402
 
 N = 20
 

@@ -63,7 +63,7 @@ def main() -> None:
         for name in commands:
             median = statistics.median(times[name])
             print(f"{name:<28} median {median * 1000:7.1f} ms  ratio {median / base:5.2f}")
-        probe = ("import sys; from specops_dag.cli import main\n"
+        probe = ("import sys; from specops_dag.cli.commands import main\n"
                  "for args in (['status', 'b1'], ['dry-run', 'b1']):\n"
                  "    try:\n        main(args)\n    except SystemExit:\n        pass\n"
                  "print('dagster imported:', 'dagster' in sys.modules, file=sys.stderr)")

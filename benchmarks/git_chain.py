@@ -80,7 +80,7 @@ def main() -> None:
         run = [*specops, "run", "c1", "--executor", "in_process"]
         first_s, code = timed(run, env, root)
         assert code == 0, "the first run did not complete"
-        from specops_dag.state import Store
+        from specops_dag.delivery.store import Store
 
         steps = Store(root).read("c1").steps
         starts = [dt.datetime.fromisoformat(s.started_at).timestamp() for s in steps]

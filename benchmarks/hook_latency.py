@@ -59,7 +59,7 @@ def main() -> None:
         python3 = shutil.which("python3") or sys.executable
         py = str(VENV_BIN / "python")
         script = [str(VENV_BIN / "specops"), "hook", "pre-tool-use"]
-        from specops_dag.codex import HOOK_GUARD
+        from specops_dag.agent.codex import HOOK_GUARD
 
         module = [py, "-I", str(HOOK_GUARD), "pre-tool-use"]
         cases = {

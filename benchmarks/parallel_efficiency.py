@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks import compile_package  # noqa: E402
-from specops_dag.replay import ReplayServer, Scenario  # noqa: E402
+from specops_dag.agent.replay import ReplayServer, Scenario  # noqa: E402
 
 NAP_S = 10.0
 NEEDS = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]}

@@ -23,11 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specops_dag.catalog import definition_roots, load_catalog  # noqa: E402
-from specops_dag.delivery import new_delivery  # noqa: E402
-from specops_dag.dotnet import validate_full  # noqa: E402
-from specops_dag.state import Store  # noqa: E402
-from specops_dag.step import run_step  # noqa: E402
+from specops_dag.delivery.lifecycle import new_delivery  # noqa: E402
+from specops_dag.delivery.store import Store  # noqa: E402
+from specops_dag.execution.step import run_step  # noqa: E402
+from specops_dag.validation.dotnet import validate_full  # noqa: E402
+from specops_dag.workflow.catalog import definition_roots, load_catalog  # noqa: E402
 from tests.agentic import AGENTIC, replay, requests, settings_for  # noqa: E402
 from tests.conftest import write_tree  # noqa: E402
 

@@ -12,9 +12,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SpecopsError, UsageError, WriteConflict
-from .process import run_process
-from .reading import WORKTREES
+from specops_dag.errors import SpecopsError, UsageError, WriteConflict
+from specops_dag.process import run_process
 
 METADATA = ("phases", "docs/phase")
 # Build outputs: never committed, never a product change (every worktree of the target repo).
@@ -27,6 +26,8 @@ GIT_DEADLINE_S = 300
 # (`stepN-output.json`: every command's output) are kept there for debugging, never committed.
 SCRATCH = {".lock", ".run.lock", "runs", "validation", "last-message.txt", "sessions"}
 TRANSCRIPT = re.compile(r"step\d+-output\.json")
+
+WORKTREES = ".specops/worktrees"  # under the harness root: one worktree per delivery
 
 
 def _git():

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import StateError, WriteConflict
+from specops_dag.errors import StateError, WriteConflict
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ToolMissing
+from specops_dag.errors import ToolMissing
 
 KILL_GRACE_S = 2.0
 PR_SET_PDEATHSIG = 1

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from specops_dag.codex import AgentSettings
-from specops_dag.replay import ReplayServer, Scenario
+from specops_dag.agent.codex import AgentSettings
+from specops_dag.agent.replay import ReplayServer, Scenario
 
 from .conftest import write_tree
 

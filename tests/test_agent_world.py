@@ -11,14 +11,14 @@ from pathlib import Path
 import git
 import pytest
 
-from specops_dag import delivery as ops
-from specops_dag.catalog import definition_roots, load_catalog
-from specops_dag.codex import codex_argv
-from specops_dag.delivery import snapshot_catalog
+from specops_dag.agent.codex import codex_argv
+from specops_dag.agent.prompt import preview
+from specops_dag.delivery import lifecycle as ops
+from specops_dag.delivery.lifecycle import snapshot_catalog
+from specops_dag.delivery.store import Store
 from specops_dag.errors import UsageError
-from specops_dag.prompt import preview
-from specops_dag.state import Store
-from specops_dag.step import run_step
+from specops_dag.execution.step import run_step
+from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from .agentic import AGENTIC, replay, settings_for
 from .conftest import write_tree
@@ -142,7 +142,7 @@ def test_the_agents_caches_and_node_folder_are_writable_roots_and_network_is_opt
 
 
 def settings_for_none():
-    from specops_dag.codex import AgentSettings
+    from specops_dag.agent.codex import AgentSettings
 
     return AgentSettings()
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag.catalog import definition_roots, load_catalog
-from specops_dag.delivery import new_delivery
-from specops_dag.state import Store
+from specops_dag.delivery.lifecycle import new_delivery
+from specops_dag.delivery.store import Store
+from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from .agentic import AGENTIC
 from .conftest import DIAMOND, VENV_BIN, WRITE_OUT, command_phase, write_tree

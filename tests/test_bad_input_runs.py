@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag import delivery as ops
-from specops_dag.catalog import definition_roots, load_catalog
-from specops_dag.state import Store
+from specops_dag.delivery import lifecycle as ops
+from specops_dag.delivery.store import Store
+from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from .conftest import VENV_BIN
 from .test_prompt import tree_state
@@ -89,7 +89,7 @@ def test_a_state_file_nested_too_deeply_is_an_exact_error_not_a_traceback(
 
 def test_a_state_file_over_the_size_cap_is_an_exact_error(diamond_root: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from specops_dag import state
+    from specops_dag.delivery import store as state
 
     store = created(diamond_root)
     monkeypatch.setattr(state, "MAX_STATE_BYTES", 1024)
@@ -101,8 +101,8 @@ def test_a_state_file_over_the_size_cap_is_an_exact_error(diamond_root: Path,
 
 def test_a_consumer_checks_its_upstream_handoffs_before_it_starts_and_reports_drift(
         diamond_root: Path) -> None:
-    from specops_dag.reading import sha256_file
-    from specops_dag.step import run_step
+    from specops_dag.execution.step import run_step
+    from specops_dag.files import sha256_file
 
     store = created(diamond_root)
     assert run_step(store, "d1", "a").status == "completed"
@@ -129,7 +129,7 @@ def git_delivery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path,
 
 def test_a_git_lock_no_process_holds_is_removed_and_the_step_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from specops_dag.step import run_step
+    from specops_dag.execution.step import run_step
 
     root, store = git_delivery(tmp_path, monkeypatch)
     assert run_step(store, "d1", "a").status == "completed"
@@ -144,7 +144,7 @@ def test_a_git_lock_no_process_holds_is_removed_and_the_step_runs(
 
 def test_a_git_lock_a_live_process_holds_blocks_the_step_with_the_fix_and_no_attempt(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from specops_dag.step import run_step
+    from specops_dag.execution.step import run_step
 
     root, store = git_delivery(tmp_path, monkeypatch)
     assert run_step(store, "d1", "a").status == "completed"
@@ -166,7 +166,7 @@ def test_a_metadata_commit_interrupted_after_completion_is_made_on_the_next_run(
     import git
 
     from specops_dag import gitflow
-    from specops_dag.step import run_step
+    from specops_dag.execution.step import run_step
 
 
     root, store = git_delivery(tmp_path, monkeypatch)
@@ -190,8 +190,8 @@ def test_a_metadata_commit_interrupted_after_completion_is_made_on_the_next_run(
 
 def test_a_failed_metadata_commit_fails_the_step_visibly_and_the_next_run_retries_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specops_dag.execution.step import run_step
     from specops_dag.gitflow import GitError
-    from specops_dag.step import run_step
 
 
     root, store = git_delivery(tmp_path, monkeypatch)
@@ -302,7 +302,7 @@ def test_a_missing_worktree_blocks_the_step_with_the_commands_that_recreate_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    from specops_dag.step import run_step
+    from specops_dag.execution.step import run_step
 
     root, store = git_delivery(tmp_path, monkeypatch)
     assert run_step(store, "d1", "a").status == "completed"

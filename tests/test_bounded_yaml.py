@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specops_dag import yamlfile
-from specops_dag.catalog import definition_roots, load_catalog
 from specops_dag.errors import DefinitionError
+from specops_dag.workflow import yamlfile
+from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from .conftest import DIAMOND, VENV_BIN, write_tree
 from .test_bad_input import tree_digest, write_files

@@ -3,10 +3,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specops_dag.catalog import definition_roots, load_catalog
-from specops_dag.delivery import new_delivery
-from specops_dag.state import Store
-from specops_dag.step import run_step
+from specops_dag.delivery.lifecycle import new_delivery
+from specops_dag.delivery.store import Store
+from specops_dag.execution.step import run_step
+from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from .agentic import agentic_root, replay, settings_for
 from .test_prompt import specops

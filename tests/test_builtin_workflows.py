@@ -17,7 +17,7 @@ from pathlib import Path
 
 import git
 
-from specops_dag.state import Store
+from specops_dag.delivery.store import Store
 
 from .agentic import replay
 from .conftest import VENV_BIN

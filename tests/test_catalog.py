@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag.catalog import BUILTIN_DEFS, definition_roots, load_catalog
+from specops_dag.builtin import BUILTIN_DEFS
 from specops_dag.errors import DefinitionError
+from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from .conftest import DIAMOND, WRITE_OUT, command_phase, write_tree
 
@@ -215,7 +216,7 @@ def test_a_command_phase_with_skills_is_refused(tmp_path: Path) -> None:
 
 def test_a_chain_of_three_thousand_nodes_loads_and_a_cycle_through_it_is_found(
         tmp_path: Path) -> None:
-    from specops_dag.catalog import find_cycle, topological_order, transitive_needs
+    from specops_dag.workflow.catalog import find_cycle, topological_order, transitive_needs
 
     n = 3000  # deeper than Python's recursion limit: graph walks must not recurse
     lines = ["  - {id: n0, phase: p-first, inputs: {request: {input: request}}}"] + [
@@ -239,8 +240,8 @@ def test_a_chain_of_three_thousand_nodes_loads_and_a_cycle_through_it_is_found(
 
 
 def test_topological_order_puts_the_first_ready_node_of_the_file_next() -> None:
-    from specops_dag.catalog import topological_order
-    from specops_dag.definition import Node
+    from specops_dag.workflow.catalog import topological_order
+    from specops_dag.workflow.model import Node
 
     nodes = [Node(id=i, phase="p", needs=needs) for i, needs in
              [("d", ["b", "c"]), ("c", ["a"]), ("b", ["a"]), ("a", []), ("e", [])]]

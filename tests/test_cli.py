@@ -136,7 +136,7 @@ def test_status_lists_deliveries_and_shows_steps_with_next_actions(
     listing = specops(clean_env, diamond_root, "status")
     assert listing.returncode == 0
     assert listing.stdout.split()[:3] == ["d1", "diamond", "pending"]
-    from specops_dag.step import run_step
+    from specops_dag.execution.step import run_step
     assert run_step(store, "d1", "b").status == "blocked"
     detail = specops(clean_env, diamond_root, "status", "d1")
     assert detail.stdout.splitlines() == [

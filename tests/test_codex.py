@@ -9,20 +9,20 @@ from pathlib import Path
 import psutil
 import pytest
 
-from specops_dag import hook_guard
-from specops_dag.catalog import definition_roots, load_catalog
-from specops_dag.codex import (
+from specops_dag.agent.codex import (
     AgentSettings,
     codex_argv,
     find_codex,
     hook_overrides,
     hook_trust_hash,
 )
-from specops_dag.delivery import new_delivery
+from specops_dag.delivery.lifecycle import new_delivery
+from specops_dag.delivery.store import Store
 from specops_dag.errors import ToolMissing
-from specops_dag.reading import sha256_file
-from specops_dag.state import Store
-from specops_dag.step import run_step
+from specops_dag.execution.step import run_step
+from specops_dag.files import sha256_file
+from specops_dag.hooks import guard as hook_guard
+from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from .agentic import agentic_root, attempts, replay, settings_for, wrote
 

@@ -1,4 +1,4 @@
-"""`dg` projects load a harness root through `specops_dag.component`: the real `dg` CLI of this
+"""`dg` projects load a harness root through `specops_dag.dagster_adapter.component`: the real `dg` CLI of this
 venv, run on a small `dg` project written into tmp_path next to a diamond harness root."""
 
 from __future__ import annotations
@@ -10,12 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag.component import HarnessRootError, SpecopsWorkflowsComponent, harness_root_of
-from specops_dag.definitions import build_definitions
+from specops_dag.dagster_adapter.component import (
+    HarnessRootError,
+    SpecopsWorkflowsComponent,
+    harness_root_of,
+)
+from specops_dag.dagster_adapter.definitions import build_definitions
 
 from .conftest import VENV_BIN, write_tree
 
-COMPONENT = "specops_dag.component.SpecopsWorkflowsComponent"
+COMPONENT = "specops_dag.dagster_adapter.component.SpecopsWorkflowsComponent"
 DEFS_YAML = "src/team/defs/specops/defs.yaml"
 
 
@@ -140,7 +144,7 @@ def test_a_harness_root_that_does_not_exist_fails_dg_check_defs_saying_what_to_c
     # The YAML passes its schema (whether a path exists is no schema question); loading fails.
     assert loaded.stdout.startswith("All component YAML validated successfully.\n")
     here = component_dir(project)
-    assert (f"specops_dag.component.HarnessRootError: `harness_root: ../../../../../harnes` in "
+    assert (f"specops_dag.dagster_adapter.component.HarnessRootError: `harness_root: ../../../../../harnes` in "
             f"{here / 'defs.yaml'}: {tmp_path.resolve() / 'harnes'} does not exist; point "
             "`harness_root` at the harness root (the folder holding `workflow_defs/`), relative "
             f"to {here} or absolute\n") in loaded.stdout

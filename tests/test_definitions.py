@@ -7,8 +7,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from specops_dag.definitions import SpecopsResource, build_definitions, data_version
-from specops_dag.state import Store
+from specops_dag.dagster_adapter.definitions import SpecopsResource, build_definitions, data_version
+from specops_dag.delivery.store import Store
 
 from .conftest import FAIL, REPO, VENV_BIN, command_phase
 from .test_state import complete, make_delivery
@@ -68,7 +68,7 @@ def test_the_nightly_schedule_requests_one_run_per_delivery_with_runnable_steps(
     store = make_delivery(diamond_root, "fresh")
     make_delivery(diamond_root, "gated-done")
     make_delivery(diamond_root, "not-a-partition")
-    from specops_dag import gates
+    from specops_dag.delivery import gates
     gates.approve(store, "fresh", "scope")
     gates.approve(store, "gated-done", "scope")
     for node in "abcd":
@@ -139,7 +139,7 @@ def test_multiprocess_steps_fork_from_a_warm_forkserver_unless_spawn_is_configur
                        ).returncode == 0
     forked_from = (diamond_root / "phases/d1/a/out.txt").read_text()
     assert "from multiprocessing.forkserver import main" in forked_from
-    assert "'specops_dag.definitions', 'specops_dag.forkserver']" in forked_from  # preloaded
+    assert "'specops_dag.definitions', 'specops_dag.dagster_adapter.forkserver']" in forked_from  # preloaded
     spawn = diamond_root / "spawn.yaml"
     spawn.write_text("execution:\n  config:\n    multiprocess: {start_method: {spawn: {}}}\n")
     run = subprocess.run(

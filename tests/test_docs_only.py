@@ -5,7 +5,7 @@ from pathlib import Path
 import git
 import pytest
 
-from specops_dag.docs_only import docs_only_change
+from specops_dag.validation.docs_only import docs_only_change
 
 from .conftest import write_tree
 

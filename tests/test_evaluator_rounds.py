@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specops_dag.delivery import snapshot_catalog
-from specops_dag.prompt import assemble_prompt
-from specops_dag.reading import delivery_tokens, step_tokens
-from specops_dag.step import run_step
+from specops_dag.agent.prompt import assemble_prompt
+from specops_dag.delivery.lifecycle import snapshot_catalog
+from specops_dag.delivery.queries import delivery_tokens, step_tokens
+from specops_dag.execution.step import run_step
 
 from .agentic import replay, settings_for
 from .test_review_loop import review_root, verdict
@@ -51,7 +51,7 @@ def test_the_evaluator_gets_its_own_goal_criteria_skills_and_report_not_the_gene
 
 
 def request_sha(root: Path) -> str:
-    from specops_dag.reading import sha256_file
+    from specops_dag.files import sha256_file
 
     return sha256_file(root / "phases/d1/request.md")
 
@@ -110,8 +110,8 @@ def test_the_evaluator_phase_budget_stops_further_review_rounds(tmp_path: Path) 
     phase.write_text(phase.read_text().replace("validation: none",
                                                "validation: none").replace(
         "  criteria:", "  budget: {tokens: 2000}\n  criteria:"))
-    from specops_dag.catalog import definition_roots, load_catalog
-    from specops_dag.delivery import new_delivery
+    from specops_dag.delivery.lifecycle import new_delivery
+    from specops_dag.workflow.catalog import definition_roots, load_catalog
 
     new_delivery(store, load_catalog(definition_roots(store.root), display_base=store.root),
                  "agentic", "d2", "Write notes.")

@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from specops_dag.state import Store, lock_holder
+from specops_dag.delivery.store import Store, lock_holder
 
 from .conftest import VENV_BIN, command_phase
 from .test_definitions import specops
@@ -89,7 +89,7 @@ def test_runs_killed_at_random_points_never_lose_work_or_redo_completed_nodes(
 
     import git
 
-    from specops_dag.reading import sha256_file
+    from specops_dag.files import sha256_file
 
     from .githarness import git_harness
     from .test_definitions import job_execute

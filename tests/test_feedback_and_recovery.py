@@ -9,15 +9,15 @@ from pathlib import Path
 import git
 import pytest
 
-from specops_dag import delivery as ops
-from specops_dag.catalog import definition_roots, load_catalog
-from specops_dag.delivery import snapshot_catalog
+from specops_dag.agent.prompt import assemble_prompt
+from specops_dag.delivery import lifecycle as ops
+from specops_dag.delivery.gates import approve
+from specops_dag.delivery.lifecycle import snapshot_catalog
+from specops_dag.delivery.store import Store
 from specops_dag.errors import UsageError
-from specops_dag.gates import approve
-from specops_dag.prompt import assemble_prompt
-from specops_dag.reading import sha256_file
-from specops_dag.state import Store
-from specops_dag.step import run_step
+from specops_dag.execution.step import run_step
+from specops_dag.files import sha256_file
+from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from .agentic import agentic_root
 from .conftest import DIAMOND, command_phase, write_tree
@@ -195,7 +195,7 @@ def test_build_outputs_are_never_committed_and_the_users_checkout_stays_clean(
 def test_an_error_while_running_an_attempt_leaves_the_step_blocked_never_running(
         diamond_root: Path, monkeypatch: pytest.MonkeyPatch, error: Exception,
         reason: str) -> None:
-    import specops_dag.step as step_module
+    import specops_dag.execution.step as step_module
 
     def explode(*args: object) -> None:
         raise error

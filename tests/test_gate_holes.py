@@ -12,11 +12,11 @@ from pathlib import Path
 import git
 import pytest
 
-from specops_dag import delivery as ops
+from specops_dag.delivery import lifecycle as ops
+from specops_dag.delivery.gates import approve, raise_risk
+from specops_dag.delivery.store import Store
 from specops_dag.errors import BlockedError
-from specops_dag.gates import approve, raise_risk
-from specops_dag.state import Store
-from specops_dag.step import run_step
+from specops_dag.execution.step import run_step
 
 from .conftest import DIAMOND, VENV_BIN, write_tree
 from .githarness import WHO, WRITE, git_harness
@@ -236,7 +236,7 @@ def test_max_rounds_4_is_a_load_error_naming_the_file_the_yaml_path_and_the_fix(
 
 
 def test_max_rounds_3_loads(tmp_path: Path) -> None:
-    from specops_dag.catalog import load_catalog
+    from specops_dag.workflow.catalog import load_catalog
 
     root = reviewed_diamond(tmp_path, 3)
     catalog = load_catalog([root / "workflow_defs"], display_base=root)

@@ -6,11 +6,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from specops_dag import gates, reading
-from specops_dag.definitions import SpecopsResource, build_definitions
+from specops_dag.dagster_adapter.definitions import SpecopsResource, build_definitions
+from specops_dag.delivery import gates
+from specops_dag.delivery import queries as reading
+from specops_dag.delivery.store import Store
 from specops_dag.errors import UsageError
-from specops_dag.state import Store
-from specops_dag.step import run_step
+from specops_dag.execution.step import run_step
 
 from .conftest import command_phase
 from .test_state import make_delivery

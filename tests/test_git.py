@@ -8,10 +8,10 @@ import dagster as dg
 import git
 import pytest
 
-from specops_dag import delivery as ops
-from specops_dag.catalog import definition_roots, load_catalog
-from specops_dag.state import Store
-from specops_dag.step import run_step
+from specops_dag.delivery import lifecycle as ops
+from specops_dag.delivery.store import Store
+from specops_dag.execution.step import run_step
+from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from .githarness import commit_paths, git_harness
 from .test_definitions import job_execute, specops

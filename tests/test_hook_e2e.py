@@ -7,8 +7,8 @@ from pathlib import Path
 
 import git
 
-from specops_dag.state import Store
-from specops_dag.step import run_step
+from specops_dag.delivery.store import Store
+from specops_dag.execution.step import run_step
 
 from .agentic import replay, settings_for, wrote
 from .test_codex import new

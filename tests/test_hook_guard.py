@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag import codex, hook, hook_guard
+from specops_dag import hooks as hook
+from specops_dag.agent import codex
+from specops_dag.hooks import guard as hook_guard
 
 PUSH = {"hook_event_name": "PreToolUse", "tool_name": "Bash",
         "tool_input": {"command": "git push --force origin HEAD:refs/heads/x"}}
@@ -83,7 +85,7 @@ def test_an_exception_anywhere_in_pre_tool_use_is_a_deny(monkeypatch: pytest.Mon
 
 def test_a_check_that_runs_out_of_its_time_is_denied(monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture) -> None:
-    from specops_dag import policy
+    from specops_dag.hooks import policy
 
     def slow(command: str, repo: str, env: dict, cwd: str | None = None) -> None:
         time.sleep(5)
@@ -143,7 +145,7 @@ ATTACKS = [
 
 def test_no_forced_ref_lands_on_origin_whatever_the_agent_writes_or_runs(
         tmp_path: Path) -> None:
-    from specops_dag.step import run_step
+    from specops_dag.execution.step import run_step
 
     from .agentic import replay, settings_for
     from .test_agent_world import create
@@ -165,7 +167,7 @@ def test_no_forced_ref_lands_on_origin_whatever_the_agent_writes_or_runs(
 def test_a_target_repositorys_own_codex_hooks_never_run(tmp_path: Path) -> None:
     import git
 
-    from specops_dag.step import run_step
+    from specops_dag.execution.step import run_step
 
     from .agentic import replay, settings_for
     from .test_agent_world import create, world

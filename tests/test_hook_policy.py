@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specops_dag import hook, policy
+from specops_dag import hooks as hook
+from specops_dag.hooks import policy
 
 from .conftest import REPO, VENV_BIN
 
@@ -486,7 +487,7 @@ def test_huge_random_commands_never_crash_the_hook(chunk: str, size: int) -> Non
 
 
 @pytest.mark.parametrize("argv", [[str(VENV_BIN / "specops"), "hook", "pre-tool-use"],
-                                  [sys.executable, "-m", "specops_dag.hook", "pre-tool-use"]],
+                                  [sys.executable, "-m", "specops_dag.hooks", "pre-tool-use"]],
                          ids=["console script", "python -m"])
 def test_the_installed_hook_commands_deny_and_allow(tmp_path: Path, argv: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if k not in SPECOPS_VARS}
@@ -501,7 +502,7 @@ def test_the_installed_hook_commands_deny_and_allow(tmp_path: Path, argv: list[s
 
 
 def test_the_pre_tool_use_hook_imports_only_the_standard_library(tmp_path: Path) -> None:
-    code = ("import sys; from specops_dag import hook; hook.main(['pre-tool-use']); "
+    code = ("import sys; from specops_dag import hooks; hooks.main(['pre-tool-use']); "
             "heavy = {'dagster', 'pydantic', 'yaml', 'click', 'git', 'psutil', 'shlex'}; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))")
     out = subprocess.run([sys.executable, "-c", code], input=payload("rm -rf bin obj", tmp_path),

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag import hook
-from specops_dag.catalog import definition_roots, load_catalog
-from specops_dag.delivery import new_delivery
-from specops_dag.reading import sha256_file
-from specops_dag.state import FileRef, Store, move
+from specops_dag import hooks as hook
+from specops_dag.delivery.lifecycle import new_delivery
+from specops_dag.delivery.model import FileRef, move
+from specops_dag.delivery.store import Store
+from specops_dag.files import sha256_file
+from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from .conftest import VENV_BIN, write_tree
 from .test_hook_policy import SPECOPS_VARS, call, payload
@@ -347,7 +348,7 @@ def test_the_budget_timer_is_disarmed_after_the_hook(root: Path, monkeypatch) ->
 
 
 @pytest.mark.parametrize("argv", [[str(VENV_BIN / "specops"), "hook", "user-prompt-submit"],
-                                  [sys.executable, "-m", "specops_dag.hook", "session-start"]],
+                                  [sys.executable, "-m", "specops_dag.hooks", "session-start"]],
                          ids=["console script", "python -m"])
 def test_the_installed_state_hooks_answer_within_the_budget(root: Path, argv: list[str]) -> None:
     new(root)

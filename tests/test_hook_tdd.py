@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag import tdd
+from specops_dag.hooks import tdd
 
 from .test_hook_policy import SPECOPS_VARS, call, denial, payload
 

@@ -22,8 +22,8 @@ import git
 import psutil
 import pytest
 
-from specops_dag.reading import sha256_file
-from specops_dag.state import Store
+from specops_dag.delivery.store import Store
+from specops_dag.files import sha256_file
 
 from .githarness import WHO, git_harness
 from .test_definitions import specops

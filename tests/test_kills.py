@@ -14,7 +14,7 @@ import dagster as dg
 import psutil
 import pytest
 
-from specops_dag.state import Store
+from specops_dag.delivery.store import Store
 
 from .conftest import VENV_BIN, command_phase
 from .test_definitions import specops

@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg2
 import pytest
 
-from specops_dag.state import Store
+from specops_dag.delivery.store import Store
 
 from .test_definitions import specops
 

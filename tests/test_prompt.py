@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag.delivery import snapshot_catalog
+from specops_dag.agent.prompt import assemble_prompt, failure_summary
+from specops_dag.delivery.lifecycle import snapshot_catalog
+from specops_dag.delivery.model import FileRef, move
 from specops_dag.errors import UsageError
-from specops_dag.prompt import assemble_prompt, failure_summary
-from specops_dag.reading import sha256_file
-from specops_dag.state import FileRef, move, now_iso
-from specops_dag.step import run_step
+from specops_dag.execution.step import run_step
+from specops_dag.files import now_iso, sha256_file
 
 from .agentic import agentic_root
 from .conftest import VENV_BIN, write_tree
@@ -47,7 +47,7 @@ def specops(root: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def completed_write(root: Path, summary: str = "Wrote the notes.") -> None:
-    from specops_dag.state import Store
+    from specops_dag.delivery.store import Store
     store = Store(root)
     notes = root / "phases/d1/write/notes.md"
     notes.parent.mkdir(parents=True, exist_ok=True)
@@ -192,7 +192,7 @@ def test_a_bad_context_path_exits_2_before_anything_changes(
         2, "error: " + message.format(root=root, outside=outside) + "\n")
     assert tree_state(root) == before
     if files != "not-a-list":
-        from specops_dag.state import Store
+        from specops_dag.delivery.store import Store
         with pytest.raises(UsageError):
             run_step(Store(root), "d1", "write")
         assert Store(root).read("d1").get_step("write").attempts == 0

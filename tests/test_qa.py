@@ -15,10 +15,10 @@ import git
 import psutil
 import pytest
 
-from specops_dag.catalog import load_catalog
-from specops_dag.definition import Qa
 from specops_dag.errors import DefinitionError
-from specops_dag.qa import NO_SDK, run_qa
+from specops_dag.validation.qa import NO_SDK, run_qa
+from specops_dag.workflow.catalog import load_catalog
+from specops_dag.workflow.model import Qa
 
 from .conftest import REPO, VENV_BIN, write_tree
 from .githarness import WHO as HARNESS_WHO
@@ -423,7 +423,7 @@ def test_a_bad_qa_block_is_a_load_error_that_names_the_fix(
 
 
 def test_the_built_in_qa_phase_loads_and_declares_its_probes() -> None:
-    from specops_dag.reading import BUILTIN_DEFS
+    from specops_dag.builtin import BUILTIN_DEFS
 
     phase = load_catalog([BUILTIN_DEFS]).phases["pbr-qa"]
     assert phase.execution.executor.kind == "evaluator"
@@ -493,9 +493,9 @@ def qa_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers: str | Non
              required: bool = False):
     """The minimal-api fixture as a git harness root whose `write` node is reviewed by the QA
     evaluator `c-qa`; the stand-in `dotnet` on PATH with `answers` (None: no `dotnet`)."""
-    from specops_dag import delivery as ops
-    from specops_dag.catalog import definition_roots
-    from specops_dag.state import Store
+    from specops_dag.delivery import lifecycle as ops
+    from specops_dag.delivery.store import Store
+    from specops_dag.workflow.catalog import definition_roots
 
     from .agentic import AGENTIC
 
@@ -529,7 +529,7 @@ def generator() -> dict:
 
 def test_the_review_loop_runs_qa_before_the_evaluator_who_reads_its_evidence(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from specops_dag.step import run_step
+    from specops_dag.execution.step import run_step
 
     from .agentic import attempts, replay, settings_for
     from .test_review_loop import verdict
@@ -574,7 +574,7 @@ def test_the_review_loop_runs_qa_before_the_evaluator_who_reads_its_evidence(
     assert git.Repo(root).git.worktree("list").count("\n") == 1  # main + the delivery's, no QA
     assert not any((root / ".specops/qa").iterdir())
     # the `review` asset check carries the QA result
-    from specops_dag.definitions import review_check
+    from specops_dag.dagster_adapter.definitions import review_check
 
     check = review_check(outcome)
     assert check.passed and check.metadata["qa_status"].value == "passed"
@@ -583,7 +583,7 @@ def test_the_review_loop_runs_qa_before_the_evaluator_who_reads_its_evidence(
 
 def test_a_failed_qa_overrules_the_evaluators_pass_and_the_generator_gets_its_evidence(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from specops_dag.step import run_step
+    from specops_dag.execution.step import run_step
 
     from .agentic import attempts, replay, settings_for
     from .test_review_loop import verdict
@@ -620,7 +620,7 @@ def test_a_failed_qa_overrules_the_evaluators_pass_and_the_generator_gets_its_ev
 @pytest.mark.skipif(shutil.which("dotnet") is not None, reason="a real .NET SDK is on PATH")
 def test_without_an_sdk_the_evaluator_is_told_qa_was_skipped_and_the_record_says_skipped(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from specops_dag.step import run_step
+    from specops_dag.execution.step import run_step
 
     from .agentic import replay, settings_for
     from .test_review_loop import verdict
@@ -642,7 +642,7 @@ def test_without_an_sdk_the_evaluator_is_told_qa_was_skipped_and_the_record_says
 @pytest.mark.skipif(shutil.which("dotnet") is not None, reason="a real .NET SDK is on PATH")
 def test_a_required_qa_that_is_skipped_blocks_the_step_before_any_evaluator_call(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from specops_dag.step import run_step
+    from specops_dag.execution.step import run_step
 
     from .agentic import attempts, replay, settings_for
     from .test_review_loop import verdict
@@ -685,7 +685,7 @@ def test_plan_build_review_with_the_built_in_pbr_qa_phase_passes_on_the_minimal_
         tmp_path: Path, clean_env: dict[str, str]) -> None:
     """As a user runs it: `specops new` / `approve` / `run` through Dagster, every node a real
     `codex exec` against the literal agent, the build reviewed by the built-in `pbr-qa`."""
-    from specops_dag.state import Store
+    from specops_dag.delivery.store import Store
 
     from .agentic import replay
     from .test_builtin_workflows import AGENTS, Harness, assert_clean_git
@@ -733,7 +733,7 @@ def test_plan_build_review_with_the_built_in_pbr_qa_phase_passes_on_the_minimal_
 
 def test_a_failed_qa_is_added_to_the_evaluators_own_block_and_its_scores_reach_the_generator(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from specops_dag.step import run_step
+    from specops_dag.execution.step import run_step
 
     from .agentic import replay, settings_for
     from .test_review_loop import verdict

@@ -15,7 +15,7 @@ from pathlib import Path
 import git
 import psutil
 
-from specops_dag.state import Store
+from specops_dag.delivery.store import Store
 
 from .agentic import AGENTIC, attempts, replay, wrote
 from .conftest import VENV_BIN, write_tree
@@ -123,7 +123,7 @@ def test_a_run_killed_during_validation_resumes_within_the_budget(
 
 def test_a_run_killed_between_the_two_commits_leaves_valid_state_and_resumes(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
-    from specops_dag.step import run_step
+    from specops_dag.execution.step import run_step
 
     root, _ = git_harness(tmp_path)
     calls = tmp_path / "calls.log"

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag.codex import CodexRun, codex_argv, find_codex, run_codex
-from specops_dag.errors import UsageError
-from specops_dag.replay import (
+from specops_dag.agent.codex import CodexRun, codex_argv, find_codex, run_codex
+from specops_dag.agent.replay import (
     LiteralPlay,
     ReplayServer,
     ReplayState,
@@ -20,13 +19,14 @@ from specops_dag.replay import (
     parse_prompt,
     read_command,
 )
-from specops_dag.review import (
+from specops_dag.agent.review import (
     Criterion,
     evaluator_prompt_section,
     extract_review_block,
     read_review,
     save_report,
 )
+from specops_dag.errors import UsageError
 
 from .agentic import replay, settings_for
 from .conftest import REPO, write_tree

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag.catalog import BUILTIN_DEFS, load_catalog
-from specops_dag.errors import UsageError
-from specops_dag.review import (
+from specops_dag.agent.review import (
     Criterion,
     Review,
     evaluator_prompt_section,
@@ -17,6 +15,9 @@ from specops_dag.review import (
     read_review,
     save_report,
 )
+from specops_dag.builtin import BUILTIN_DEFS
+from specops_dag.errors import UsageError
+from specops_dag.workflow.catalog import load_catalog
 
 CRITERIA = [
     Criterion("acceptance-criteria-covered", "Every AC of plan/spec.md is implemented.", 8),
@@ -280,7 +281,7 @@ def test_the_built_in_plan_build_review_workflow_reviews_build_with_pbr_evaluate
 
 
 def test_importing_the_review_module_does_not_import_dagster() -> None:
-    code = "import sys, specops_dag.review; print('dagster' in sys.modules)"
+    code = "import sys, specops_dag.agent.review; print('dagster' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)
     assert out.stdout.strip() == "False", out.stderr

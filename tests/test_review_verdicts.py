@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag.review import Criterion, extract_review_block, read_review, save_report
+from specops_dag.agent.review import Criterion, extract_review_block, read_review, save_report
 
 CRITERIA = [Criterion("correctness", "The behaviour is right.", 8),
             Criterion("no-scope-creep", "Nothing outside the spec changed.", 6)]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from specops_dag.state import Store
+from specops_dag.delivery.store import Store
 
 from .conftest import VENV_BIN
 from .test_definitions import specops

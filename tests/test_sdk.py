@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag.sdk import SdkPolicy, check_global_json, parse_version, sdk_satisfies
+from specops_dag.validation.sdk import SdkPolicy, check_global_json, parse_version, sdk_satisfies
 
 
 def policy(version: str, roll: str, pre: bool = True) -> SdkPolicy:

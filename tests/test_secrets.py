@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag.codex import AgentSettings, codex_argv, excluded_patterns, secret_values
-from specops_dag.step import run_step
+from specops_dag.agent.codex import AgentSettings, codex_argv, excluded_patterns, secret_values
+from specops_dag.execution.step import run_step
 
 from .agentic import replay, settings_for
 from .test_agent_world import create, world

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specops_dag.state import Store
+from specops_dag.delivery.store import Store
 
 from .conftest import WRITE_OUT, command_phase
 from .test_definitions import job_execute, specops
@@ -98,7 +98,7 @@ def test_the_nightly_schedule_leaves_a_delivery_whose_workflow_changed_to_specop
 
     import dagster as dg
 
-    from specops_dag.definitions import SpecopsResource, build_definitions
+    from specops_dag.dagster_adapter.definitions import SpecopsResource, build_definitions
 
     from .test_state import make_delivery
 
@@ -121,7 +121,7 @@ def test_the_definitions_of_a_delivery_are_its_snapshot_and_a_missing_snapshot_i
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     import pytest
 
-    from specops_dag.definitions import build_definitions
+    from specops_dag.dagster_adapter.definitions import build_definitions
     from specops_dag.errors import SpecopsError
 
     root = created(diamond_root, clean_env)

@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag import delivery as ops
-from specops_dag import gates, reading
-from specops_dag.catalog import definition_roots, load_catalog
+from specops_dag.delivery import gates
+from specops_dag.delivery import lifecycle as ops
+from specops_dag.delivery import queries as reading
+from specops_dag.delivery.model import Delivery, FileRef, move
+from specops_dag.delivery.store import Store
 from specops_dag.errors import StateError, UsageError, WriteConflict
-from specops_dag.state import Delivery, FileRef, Store, move, now_iso
+from specops_dag.files import now_iso
+from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 
 def make_delivery(root: Path, delivery: str = "d1", lock_timeout_s: float = 10.0) -> Store:
@@ -40,7 +43,7 @@ def complete(store: Store, delivery: str, node: str) -> None:
 
 @contextmanager
 def lock_held_elsewhere(store: Store, delivery: str) -> Iterator[int]:
-    code = ("import sys, time; from pathlib import Path; from specops_dag.state import Store\n"
+    code = ("import sys, time; from pathlib import Path; from specops_dag.delivery.store import Store\n"
             "s = Store(Path(sys.argv[1]))\n"
             "with s.lock(f'{sys.argv[2]}/.lock', 'x'):\n"
             "    print('locked', flush=True); time.sleep(60)\n")

@@ -3,9 +3,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specops_dag import gates, reading
-from specops_dag.reading import sha256_file
-from specops_dag.step import run_step
+from specops_dag.delivery import gates
+from specops_dag.delivery import queries as reading
+from specops_dag.execution.step import run_step
+from specops_dag.files import sha256_file
 
 from .conftest import DIAMOND, FAIL, command_phase, write_tree
 from .test_state import make_delivery

@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from specops_dag.errors import SpecopsError
-from specops_dag.trx import NS, TestVerdict, TrxCorrupt, TrxRun, judge_test_run, parse_trx
+from specops_dag.validation.trx import (
+    NS,
+    TestVerdict,
+    TrxCorrupt,
+    TrxRun,
+    judge_test_run,
+    parse_trx,
+)
 
 from .conftest import REPO
 
@@ -479,7 +486,7 @@ def test_a_completed_run_with_executed_tests_but_no_passed_result_is_skip_only(t
 
 
 def test_the_module_does_not_import_dagster() -> None:
-    code = "import sys, specops_dag.trx; print('dagster' in sys.modules)"
+    code = "import sys, specops_dag.validation.trx; print('dagster' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd=REPO, check=True)
     assert out.stdout.strip() == "False"

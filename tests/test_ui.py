@@ -16,12 +16,12 @@ import dagster as dg
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from specops_dag import delivery as ops
-from specops_dag.catalog import definition_roots, load_catalog
-from specops_dag.demo import prepare_demo, start_replay
-from specops_dag.gates import approve
-from specops_dag.launch import register_delivery
-from specops_dag.state import Store
+from specops_dag.cli.demo import prepare_demo, start_replay
+from specops_dag.dagster_adapter.instance import register_delivery
+from specops_dag.delivery import lifecycle as ops
+from specops_dag.delivery.gates import approve
+from specops_dag.delivery.store import Store
+from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from .conftest import REPO, VENV_BIN
 from .test_postgres import free_port

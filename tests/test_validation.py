@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag.dotnet import ValidationReport, validate_full
 from specops_dag.errors import ToolMissing
+from specops_dag.validation.dotnet import ValidationReport, validate_full
 
 from .conftest import REPO
 
@@ -171,7 +171,7 @@ def test_a_real_sdk_gives_each_fixture_the_same_verdict(tmp_path: Path, name: st
 
 
 def test_a_project_reference_cycle_is_named() -> None:
-    from specops_dag.dotnet import find_cycle
+    from specops_dag.validation.dotnet import find_cycle
 
     a, b, c = Path("/r/A.csproj"), Path("/r/B.csproj"), Path("/r/C.csproj")
     assert find_cycle({a: [b], b: [c], c: [a]}) == [a, b, c, a]

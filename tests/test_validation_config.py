@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag.catalog import load_catalog
 from specops_dag.errors import DefinitionError
+from specops_dag.workflow.catalog import load_catalog
 
 from .conftest import DIAMOND, write_tree
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag import baseline as bl
-from specops_dag.definition import ValidationConfig
-from specops_dag.dotnet import validate_full
+from specops_dag.validation import baseline as bl
+from specops_dag.validation.dotnet import validate_full
+from specops_dag.workflow.model import ValidationConfig
 
 from .conftest import VENV_BIN, write_tree
 from .test_validation import copy_fixture, standin_env

@@ -9,10 +9,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from specops_dag.catalog import definition_roots, load_catalog
-from specops_dag.delivery import new_delivery
-from specops_dag.state import Store
-from specops_dag.step import run_step
+from specops_dag.delivery.lifecycle import new_delivery
+from specops_dag.delivery.store import Store
+from specops_dag.execution.step import run_step
+from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from .agentic import AGENTIC, replay, settings_for, wrote
 from .conftest import write_tree

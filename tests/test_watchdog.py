@@ -11,9 +11,16 @@ from pathlib import Path
 
 import psutil
 
-from specops_dag.codex import CodexRun, JsonlTail, codex_argv, find_codex, run_codex, summarize
+from specops_dag.agent.codex import (
+    CodexRun,
+    JsonlTail,
+    codex_argv,
+    find_codex,
+    run_codex,
+    summarize,
+)
+from specops_dag.agent.replay import ReplayServer
 from specops_dag.process import ProcessResult
-from specops_dag.replay import ReplayServer
 
 from .agentic import replay, settings_for
 from .conftest import REPO

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specops_dag import yamlfile
+from specops_dag.workflow import yamlfile
 
 from .conftest import REPO
 

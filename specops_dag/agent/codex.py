@@ -1,0 +1,371 @@
+"""Drives the real Codex CLI (`codex exec --json`) for one attempt (DESIGN §7, reference
+codex-exec.md): locates the binary, builds argv, feeds the prompt on stdin, watches the JSONL
+stream live and classifies the outcome. Verdicts are data; only a missing binary raises.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specops_dag.builtin import CHECKOUT as PACKAGE_ROOT
+from specops_dag.builtin import HOOK_GUARD
+from specops_dag.errors import ToolMissing
+from specops_dag.process import ProcessResult, run_process
+
+REPLAY_PROVIDER = "specops_replay"
+REPLAY_MODEL = "gpt-5.5"  # a bundled slug: full model metadata and the apply_patch tool
+NETWORK_LOOP = "waiting for network"
+NETWORK_LOOP_LIMIT = 3
+SECRET_SUFFIX = "_API_KEY"
+DEFAULT_EXCLUDES = ("*KEY*", "*SECRET*", "*TOKEN*")  # codex's own, kept on explicitly
+# (codex event, `specops hook` event, timeout s): safety on every tool call, state on prompts.
+HOOKS = (("PreToolUse", "pre-tool-use", 30), ("SessionStart", "session-start", 5),
+         ("UserPromptSubmit", "user-prompt-submit", 5))
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """How to run codex; resolved once at the edges (env, CLI options, Dagster resource)."""
+
+    codex_bin: str | None = None
+    replay_url: str | None = None
+    model: str | None = None
+    config: tuple[str, ...] = ()
+    codex_home: str | None = None
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | os._Environ[str] | None = None) -> AgentSettings:
+        env = os.environ if env is None else env
+        extra = tuple(c for c in (env.get("SPECOPS_CODEX_CONFIG") or "").split("\n") if c.strip())
+        return cls(codex_bin=env.get("SPECOPS_CODEX_BIN") or None,
+                   replay_url=env.get("SPECOPS_REPLAY_URL") or None,
+                   model=env.get("SPECOPS_CODEX_MODEL") or None, config=extra,
+                   codex_home=env.get("SPECOPS_CODEX_HOME") or None)
+
+
+def find_codex(settings: AgentSettings, root: Path) -> str:
+    """SPECOPS_CODEX_BIN, then node_modules/.bin/codex (harness root, this package), then PATH."""
+    if settings.codex_bin:
+        if Path(settings.codex_bin).is_file() and os.access(settings.codex_bin, os.X_OK):
+            return settings.codex_bin
+        raise ToolMissing(f"SPECOPS_CODEX_BIN={settings.codex_bin} is not an executable file; "
+                          "fix it or unset it")
+    for base in (root, PACKAGE_ROOT):
+        candidate = base / "node_modules" / ".bin" / "codex"
+        if candidate.is_file():
+            return str(candidate)
+    found = shutil.which("codex")
+    if found:
+        return found
+    raise ToolMissing(f"the codex CLI is not installed: run `npm ci` in {PACKAGE_ROOT} (installs "
+                      "node_modules/.bin/codex), or set SPECOPS_CODEX_BIN, or put `codex` on PATH")
+
+
+def toml_string(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+# Codex's name of the `-c` layer in hook trust keys, and its snake_case event labels
+# (codex-rs/hooks: `config_toml_source_path`, `hook_event_key_label`).
+SESSION_FLAGS_SOURCE = "/<session-flags>/config.toml"
+EVENT_LABELS = {"PreToolUse": "pre_tool_use", "SessionStart": "session_start",
+                "UserPromptSubmit": "user_prompt_submit"}
+
+
+def hook_trust_hash(event: str, command: str, matcher: str | None, timeout: int) -> str:
+    """What codex 0.171 stores as a hook's `trusted_hash`: sha256 of the canonical JSON of its
+    normalized definition (keys sorted, compact; `timeout` and `async` always present, the
+    matcher only for events that take one). A hash that does not match makes codex skip the
+    hook silently, so tests run every product hook end to end."""
+    import hashlib
+
+    handler = {"type": "command", "command": command, "timeout": max(1, timeout), "async": False}
+    identity: dict[str, object] = {"event_name": EVENT_LABELS[event], "hooks": [handler]}
+    if matcher is not None:
+        identity["matcher"] = matcher
+    blob = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def hook_overrides(python: str = sys.executable) -> list[str]:
+    """`-c hooks.<Event>=[...]` for the product's own hooks, run by this Python environment in
+    isolated mode from an absolute path (nothing in the session's cwd can shadow an import),
+    and one `-c hooks.state={…}` that trusts exactly these definitions by hash. No trust bypass:
+    a repository's own `.codex/hooks.json` stays pending review, as with plain codex."""
+    out, state = [], []
+    for event, arg, timeout in HOOKS:
+        command = f"{shlex.quote(python)} -I {shlex.quote(str(HOOK_GUARD))} {arg}"
+        matcher = ".*" if event == "PreToolUse" else None
+        shown = f"matcher={toml_string(matcher)}, " if matcher is not None else ""
+        out += ["-c", f"hooks.{event}=[{{{shown}hooks=[{{type=\"command\", "
+                      f"command={toml_string(command)}, timeout={timeout}}}]}}]"]
+        key = f"{SESSION_FLAGS_SOURCE}:{EVENT_LABELS[event]}:0:0"
+        state.append(f"{toml_string(key)}={{enabled=true, trusted_hash="
+                     f"{toml_string(hook_trust_hash(event, command, matcher, timeout))}}}")
+    # One table: a second `-c hooks.state=` would replace the first, and a dotted key would be
+    # split at the `.` of `config.toml`.
+    return out + ["-c", "hooks.state={" + ", ".join(state) + "}"]
+
+
+def codex_argv(codex_bin: str, *, sandbox: str, workdir: Path, last_message: Path,
+               settings: AgentSettings, delivery: str, node: str, idle_timeout_s: int,
+               add_dirs: tuple[Path, ...] = (), network: bool = False) -> list[str]:
+    """The exact `codex exec` command line of one attempt; the prompt goes on stdin (`-`).
+    The product sends AGENTS.md itself, so codex's own injection of it is off; network inside
+    the sandbox only when the phase asks for it (`execution.network`)."""
+    argv = [codex_bin, "exec", "--json", "-s", sandbox, "-C", str(workdir), "-o", str(last_message),
+            "--skip-git-repo-check", *environment_policy(agent_excludes(settings)),
+            "-c", "project_doc_max_bytes=0",
+            "-c", "check_for_update_on_startup=false", *hook_overrides()]
+    if network and sandbox == "workspace-write":
+        argv += ["-c", "sandbox_workspace_write.network_access=true"]
+    for extra in add_dirs:
+        argv += ["--add-dir", str(extra)]
+    if settings.replay_url:
+        from specops_dag.agent.replay import (  # the replay server's module only when replaying
+            provider_base_url,
+        )
+
+        url = provider_base_url(settings.replay_url, delivery, node)
+        # Codex's own stream idle timeout is set past ours so the product's watchdog decides.
+        provider = (f'{{name="specops replay", base_url={toml_string(url)}, wire_api="responses", '
+                    f"request_max_retries=0, stream_max_retries=0, "
+                    f"stream_idle_timeout_ms={idle_timeout_s * 2000}}}")
+        argv += ["--ignore-user-config", "-c", f"model_provider={REPLAY_PROVIDER}",
+                 "-c", f"model_providers.{REPLAY_PROVIDER}={provider}"]
+    model = settings.model or (REPLAY_MODEL if settings.replay_url else None)
+    if model:
+        argv += ["-m", model]
+    for override in settings.config:
+        argv += ["-c", override]
+    return argv + ["-"]
+
+
+@dataclass
+class JsonlTail:
+    """Reads the JSONL stdout as it grows; used live (network loop, running commands) and at the
+    end (summary)."""
+
+    path: Path
+    offset: int = 0
+    events: list[dict] = field(default_factory=list)
+    network_errors: int = 0
+    partial: bytes = b""
+    # Commands started and not completed: item id -> (command, monotonic time first seen here).
+    commands: dict[str, tuple[str, float]] = field(default_factory=dict)
+
+    def read(self) -> None:
+        if not self.path.exists():
+            return
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset)
+            chunk = fh.read()
+        self.offset += len(chunk)
+        lines = (self.partial + chunk).split(b"\n")
+        self.partial = lines.pop()
+        seen = time.monotonic()
+        for raw in lines:
+            try:
+                event = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if isinstance(event, dict):
+                self.events.append(event)
+                self.track(event, seen)
+                if event.get("type") == "error" and NETWORK_LOOP in str(event.get("message")):
+                    self.network_errors += 1
+
+    def track(self, event: dict, seen: float) -> None:
+        """Codex completes a command item when its process exits, also when the command outlived
+        exec_command's `yield_time_ms` and runs on in a background exec session (the model's
+        `write_stdin` polls show no item); what still runs when the turn ends codex kills without
+        an `item.completed`, so the turn's end ends every command."""
+        kind, item = event.get("type"), event.get("item")
+        item = item if isinstance(item, dict) else {}
+        if kind == "item.started" and item.get("type") == "command_execution":
+            self.commands.setdefault(str(item.get("id")), (str(item.get("command") or ""), seen))
+        elif kind == "item.completed":
+            self.commands.pop(str(item.get("id")), None)
+        elif kind in ("turn.completed", "turn.failed"):
+            self.commands.clear()
+
+    def command_age(self) -> float | None:
+        """Seconds the oldest running command has run, None when none runs (`run_process` busy)."""
+        self.read()
+        if not self.commands:
+            return None
+        return time.monotonic() - min(seen for _, seen in self.commands.values())
+
+    def oldest_command(self) -> str | None:
+        return min(self.commands.values(), key=lambda c: c[1])[0] if self.commands else None
+
+    def watch(self) -> str | None:
+        self.read()
+        if self.network_errors >= NETWORK_LOOP_LIMIT:
+            return (f"environment error: codex cannot reach its model provider (`Reconnecting... "
+                    f"{NETWORK_LOOP}` {self.network_errors} times); check the provider URL, the "
+                    "network or the replay server")
+        return None
+
+
+@dataclass(frozen=True)
+class CodexRun:
+    """What one `codex exec` did. `environment_error` means: stop, do not retry."""
+
+    process: ProcessResult
+    thread_id: str | None
+    usage: dict[str, int]
+    last_message: str
+    turn_failed: str | None
+    environment_error: str | None
+    events: int
+    overrun_command: str | None = None  # the command killed for passing `command_timeout_s`
+    command_timeout_s: int = 1800
+
+    @property
+    def ok(self) -> bool:
+        return self.process.ok and self.turn_failed is None and self.environment_error is None
+
+    def failure(self, timeout_s: int, idle_timeout_s: int) -> str:
+        p = self.process
+        if p.timed_out:
+            return f"codex passed the {timeout_s} s attempt deadline and was killed"
+        if p.busy_timed_out:
+            return (f"codex's command `{self.short(self.overrun_command or '?')}` ran longer than "
+                    f"the {self.command_timeout_s} s command limit (command_timeout_s) and was "
+                    "killed; run something shorter or raise the phase's "
+                    "execution.command_timeout_s")
+        if p.idle_timed_out:
+            return (f"codex sent no JSONL event for {idle_timeout_s} s and was killed by the idle "
+                    "watchdog")
+        if self.turn_failed:
+            return f"codex turn failed (exit {p.exit_code}): {self.turn_failed}"
+        return f"codex exited {p.exit_code}: {tail(p.stderr)}"
+
+    @staticmethod
+    def short(command: str, limit: int = 80) -> str:
+        """`/bin/bash -lc 'dotnet test'` (how codex reports a command) -> `dotnet test`, on one
+        line, at most `limit` characters."""
+        try:
+            parts = shlex.split(command)
+        except ValueError:
+            parts = []
+        if len(parts) == 3 and parts[1] in ("-c", "-lc"):
+            command = parts[2]
+        text = " ".join(command.split())
+        return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run_codex(argv: list[str], prompt: str, *, workdir: Path, env: dict[str, str],
+              timeout_s: int, idle_timeout_s: int, stdout_path: Path,
+              stderr_path: Path, command_timeout_s: int = 1800) -> CodexRun:
+    """One attempt: prompt on stdin then closed; JSONL watched live; the tree killed on expiry.
+    Codex emits nothing while one of its commands runs (a long `dotnet test`), so the idle
+    watchdog waits while one does and each command gets `command_timeout_s` instead."""
+    stream = JsonlTail(stdout_path)
+    stdout_path.unlink(missing_ok=True)
+    result = run_process(argv, cwd=workdir, env=env, stdin_data=prompt.encode("utf-8"),
+                         deadline_s=timeout_s, idle_timeout_s=idle_timeout_s,
+                         stdout_path=stdout_path, stderr_path=stderr_path, watch=stream.watch,
+                         busy=stream.command_age, busy_timeout_s=command_timeout_s)
+    overrun = stream.oldest_command() if result.busy_timed_out else None  # before the last read
+    stream.read()
+    return summarize(result, stream.events, overrun_command=overrun,
+                     command_timeout_s=command_timeout_s)
+
+
+def summarize(result: ProcessResult, events: list[dict], *, overrun_command: str | None = None,
+              command_timeout_s: int = 1800) -> CodexRun:
+    thread_id = next((e.get("thread_id") for e in events if e.get("type") == "thread.started"),
+                     None)
+    usage: dict[str, int] = {}
+    messages, failed = [], None
+    for e in events:
+        kind = e.get("type")
+        if kind == "turn.completed" and isinstance(e.get("usage"), dict):
+            usage = {k: int(v) for k, v in e["usage"].items() if isinstance(v, int)}
+        elif kind == "turn.failed":
+            failed = str((e.get("error") or {}).get("message") or "turn failed")
+        elif kind == "item.completed" and (e.get("item") or {}).get("type") == "agent_message":
+            messages.append(str(e["item"].get("text") or ""))
+    return CodexRun(process=result, thread_id=thread_id, usage=usage,
+                    last_message=messages[-1] if messages else "", turn_failed=failed,
+                    environment_error=environment_error(result, thread_id, failed),
+                    events=len(events), overrun_command=overrun_command,
+                    command_timeout_s=command_timeout_s)
+
+
+def environment_error(result: ProcessResult, thread_id: str | None,
+                      failed: str | None) -> str | None:
+    """Failures no retry can fix (seed 001 §6): CLI options, config, auth, network loop."""
+    if result.stopped:
+        return result.stopped
+    if result.exit_code == 2:
+        return f"codex rejected its command line (exit 2): {tail(result.stderr, 5)}"
+    if result.exit_code not in (0, None) and thread_id is None:
+        return (f"codex failed before starting a session (exit {result.exit_code}; bad option, "
+                f"config or provider): {tail(result.stderr, 5)}")
+    if failed and any(s in failed for s in ("401", "Unauthorized", "environment variable")):
+        return f"codex cannot authenticate with its model provider: {failed}"
+    return None
+
+
+def user_codex_home(settings: AgentSettings, env: dict[str, str] | os._Environ[str]) -> Path:
+    """The codex home whose config.toml the user's own codex runs read."""
+    return Path(settings.codex_home or env.get("CODEX_HOME") or Path.home() / ".codex")
+
+
+def agent_excludes(settings: AgentSettings) -> list[str]:
+    """The excludes of the agent sessions these settings start (see `excluded_patterns`)."""
+    return excluded_patterns(user_codex_home(settings, os.environ))
+
+
+def user_excludes(codex_home: Path) -> list[str]:
+    """`shell_environment_policy.exclude` of the user's codex config (its patterns are kept:
+    a `-c` override replaces the list it would extend). A config that cannot be read adds
+    nothing here; codex itself reports it."""
+    import tomllib
+
+    try:
+        with open(codex_home / "config.toml", "rb") as fh:
+            config = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    policy = config.get("shell_environment_policy")
+    excludes = policy.get("exclude") if isinstance(policy, dict) else None
+    return [p for p in excludes if isinstance(p, str)] if isinstance(excludes, list) else []
+
+
+def excluded_patterns(codex_home: Path) -> list[str]:
+    """Every pattern of variables kept from agent commands: codex's defaults, the user's own
+    excludes and `*_API_KEY`, case-insensitive globs as codex reads them."""
+    return list(dict.fromkeys([*DEFAULT_EXCLUDES, *user_excludes(codex_home),
+                               f"*{SECRET_SUFFIX}"]))
+
+
+def environment_policy(patterns: list[str]) -> list[str]:
+    """The `-c` overrides that extend (never replace) the user's secret excludes."""
+    listed = ", ".join(toml_string(p) for p in patterns)
+    return ["-c", f"shell_environment_policy.exclude=[{listed}]",
+            "-c", "shell_environment_policy.ignore_default_excludes=false"]
+
+
+def secret_values(env: dict[str, str], patterns: list[str] | None = None) -> list[str]:
+    """Values of the variables the patterns exclude: redacted from everything saved."""
+    import fnmatch
+
+    rules = [p.upper() for p in (patterns or [f"*{SECRET_SUFFIX}"])]
+    found = {v for k, v in env.items() if len(v) >= 4
+             and any(fnmatch.fnmatchcase(k.upper(), rule) for rule in rules)}
+    return sorted(found, key=len, reverse=True)  # a longer secret first: no partial redaction

@@ -1,0 +1,17 @@
+"""The `specops` console script. `specops hook …` runs on every agent tool call, so it is
+dispatched here before click is imported; everything else goes to the click CLI."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    if argv[:1] == ["hook"]:
+        from specops_dag.hooks import main as hook_main
+
+        sys.exit(hook_main(argv[1:]))
+    from specops_dag.cli.commands import main as cli_main
+
+    cli_main()

@@ -1,0 +1,455 @@
+"""The `specops` command: a thin click front-end over the domain functions.
+
+It resolves settings once (root, DAGSTER_HOME), translates `SpecopsError` into exit codes
+(0 ok, 1 failed run, 2 bad input, 3 blocked) and prints. Dagster is imported only by the
+commands that need an instance (`new`, `run`, `demo`), never by `status`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from specops_dag.builtin import WORKSPACE
+from specops_dag.delivery.queries import check_delivery_id
+from specops_dag.errors import DefinitionError, SpecopsError
+
+if TYPE_CHECKING:
+    from specops_dag.delivery.store import Store
+
+
+
+def fail_cleanly(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except DefinitionError as err:
+            for problem in err.problems:
+                click.echo(problem, err=True)
+            click.echo(f"error: {len(err.problems)} problem(s) in the definitions; nothing was "
+                       "changed", err=True)
+            sys.exit(err.exit_code)
+        except SpecopsError as err:
+            click.echo(f"error: {err.message}", err=True)
+            sys.exit(err.exit_code)
+    return wrapper
+
+
+@click.group()
+@click.option("--root", envvar="SPECOPS_ROOT",
+              type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=".", show_default=True, help="Harness root (env SPECOPS_ROOT).")
+@click.pass_context
+def main(ctx: click.Context, root: Path) -> None:
+    """Run Codex agent deliveries on C#/.NET 8 repositories as Dagster DAGs."""
+    ctx.obj = root.resolve()
+
+
+def store_of(ctx: click.Context) -> Store:
+    return store_of_root(ctx.obj)
+
+
+@main.command()
+@click.pass_context
+@fail_cleanly
+def check(ctx: click.Context) -> None:
+    """Load and validate every workflow, phase and skill definition (exit 2 on any problem)."""
+    from specops_dag.workflow.catalog import definition_roots, load_catalog
+
+    roots = definition_roots(ctx.obj)
+    catalog = load_catalog(roots, display_base=ctx.obj)
+    skills = sum(1 for kind, _ in catalog.sources if kind == "skill")
+    click.echo(f"ok: {len(catalog.workflows)} workflows, {len(catalog.phases)} phases, "
+               f"{skills} skills from {', '.join(str(r) for r in roots)}")
+
+
+@main.command()
+@click.option("--kind", type=click.Choice(["workflow", "phase", "skill-graph"]))
+def schema(kind: str | None) -> None:
+    """Print the JSON Schema of the definition files, for editor completion."""
+    from specops_dag.workflow.model import Phase, SkillGraph, Workflow
+
+    schemas = {"workflow": Workflow.model_json_schema(), "phase": Phase.model_json_schema(),
+               "skill-graph": SkillGraph.model_json_schema(by_alias=True)}
+    click.echo(json.dumps(schemas[kind] if kind else schemas, indent=2))
+
+
+@main.command()
+@click.argument("workflow")
+@click.argument("delivery")
+@click.option("--request", "request_text", help="What the delivery must achieve.")
+@click.option("--request-file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--target", type=click.Path(path_type=Path), help="Repository to change "
+              "(default: the harness root).")
+@click.option("--platform", "platforms", multiple=True, help="Enables skills with "
+              "`when: {platforms: [...]}` (repeatable).")
+@click.option("--validation", type=click.Choice(["full", "docs-only", "none"]),
+              help="Override every step's validation mode (default: each phase's own).")
+@click.option("--budget-tokens", type=click.IntRange(min=1),
+              help="Token budget of the whole delivery (default: the workflow's budget).")
+@click.option("--judge", type=click.Choice(["absolute", "regressions"]),
+              help="Override every step's `validation.judge` (default: validation.yaml, then "
+              "each phase's own).")
+@click.pass_context
+@fail_cleanly
+def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
+        validation, budget_tokens, judge) -> None:
+    """Create a delivery of WORKFLOW with id DELIVERY and register its Dagster partition."""
+    from specops_dag.delivery import lifecycle as ops
+    from specops_dag.workflow.catalog import definition_roots, load_catalog
+
+    request = read_request(request_text, request_file)
+    catalog = load_catalog(definition_roots(ctx.obj), display_base=ctx.obj)
+
+    def register() -> None:
+        from specops_dag.dagster_adapter.instance import register_delivery, resolve_dagster_home
+
+        register_delivery(resolve_dagster_home(ctx.obj), delivery)
+
+    state = ops.new_delivery(store_of(ctx), catalog, workflow, delivery, request, target,
+                             tuple(platforms), before_write=register, validation=validation,
+                             budget_tokens=budget_tokens, judge=judge)
+    click.echo(f"created delivery {delivery} ({workflow}, {len(state.steps)} steps) in "
+               f"phases/{delivery}/; run it with `specops run {delivery}`")
+
+
+def read_request(text: str | None, file: Path | None) -> str:
+    if (text is None) == (file is None):
+        raise click.UsageError("give exactly one of --request TEXT or --request-file FILE")
+    if file is None:
+        return text or ""
+    try:
+        return file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise click.UsageError(f"--request-file {file}: cannot read it as UTF-8 text "
+                               f"({err})") from err
+
+
+@main.command()
+@click.argument("delivery", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@fail_cleanly
+def status(ctx, delivery: str | None, as_json: bool) -> None:
+    """Show every delivery, or one delivery's steps, gates, next actions and drift."""
+    from specops_dag.delivery.queries import render_index, render_status, status_report
+
+    store = store_of(ctx)
+    if delivery is None:
+        index = store.read_index()
+        if as_json:
+            click.echo(json.dumps(index.model_dump(), indent=2))
+            return
+        click.echo(render_index(index.deliveries))
+        return
+    check_delivery_id(delivery)
+    state = store.read(delivery)
+    report = status_report(store.root, state)
+    if as_json:
+        click.echo(json.dumps({**state.model_dump(by_alias=True), **report}, indent=2))
+        return
+    click.echo(render_status(state, report))
+
+
+@main.command()
+@click.argument("delivery")
+@click.argument("node")
+@click.option("--reason", default="", help="Why the node is reopened (kept in revisions).")
+@click.pass_context
+@fail_cleanly
+def reopen(ctx, delivery: str, node: str, reason: str) -> None:
+    """Set NODE and everything downstream of it back to pending; keep old handoffs as revisions."""
+    from specops_dag.delivery import lifecycle as ops
+
+    check_delivery_id(delivery)
+    names = ops.reopen(store_of(ctx), delivery, node, reason)
+    from specops_dag.dagster_adapter.instance import report_reopened, resolve_dagster_home
+
+    state = store_of(ctx).read(delivery)
+    report_reopened(resolve_dagster_home(ctx.obj), state.workflow, delivery, names,
+                    reason or f"reopened from `{node}`")
+    click.echo(f"reopened {', '.join(names)} of {delivery}; re-run with `specops run {delivery}`")
+
+
+@main.command()
+@click.argument("delivery")
+@click.argument("node")
+@click.pass_context
+@fail_cleanly
+def resume(ctx, delivery: str, node: str) -> None:
+    """Put an `error` or `blocked` NODE back to pending with a fresh 3-call budget."""
+    from specops_dag.delivery import lifecycle as ops
+
+    check_delivery_id(delivery)
+    ops.resume(store_of(ctx), delivery, node)
+    click.echo(f"{node} of {delivery} is pending again; run it with `specops run {delivery}`")
+
+
+@main.command()
+@click.argument("delivery")
+@click.argument("gate")
+@click.option("--note", default="", help="What was checked, kept with the decision.")
+@click.option("--reject", is_flag=True, help="Record a rejection instead of an approval.")
+@click.pass_context
+@fail_cleanly
+def approve(ctx, delivery: str, gate: str, note: str, reject: bool) -> None:
+    """Approve (or --reject) a human gate of a delivery."""
+    check_delivery_id(delivery)
+    from specops_dag.delivery.gates import approve as decide
+
+    decision = decide(store_of(ctx), delivery, gate, note, reject)
+    click.echo(f"{gate} {decision.decision} for {delivery} at {decision.at}")
+
+
+@main.command("dry-run")
+@click.argument("delivery")
+@click.argument("node", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+@fail_cleanly
+def dry_run_command(ctx, delivery: str, node: str | None, as_json: bool) -> None:
+    """Show what the next attempt's prompt would inject, path by path; change nothing."""
+    check_delivery_id(delivery)
+    click.echo(render_dry_run(store_of(ctx), delivery, node, as_json))
+
+
+def render_dry_run(store: Store, delivery: str, node: str | None, as_json: bool) -> str:
+    from specops_dag.agent.prompt import pick_step
+    from specops_dag.agent.prompt import render_dry_run as render_preview
+    from specops_dag.delivery import lifecycle as ops
+
+    state = store.read(delivery)
+    step = pick_step(state, node)
+    return render_preview(store.root, state, step, ops.snapshot_catalog(store, state), as_json)
+
+
+@main.command()
+@click.argument("delivery")
+@click.option("--executor", type=click.Choice(["multiprocess", "in_process"]),
+              default="multiprocess", show_default=True, help="Dagster executor for the run.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
+              default=6 * 3600, show_default=True,
+              help="Deadline in seconds for the whole run.")
+@click.option("--dry-run", "dry", is_flag=True, help="Print the next prompt's parts; change "
+              "nothing.")
+@click.option("--push", is_flag=True, help="Push feat-<delivery> to origin after the last step.")
+@click.pass_context
+@fail_cleanly
+def run(ctx, delivery: str, executor: str, timeout_s: float, dry: bool, push: bool) -> None:
+    """Run a delivery's pending steps as a Dagster job run on the DAGSTER_HOME instance."""
+    if dry and push:
+        raise click.UsageError("--dry-run and --push cannot be combined: a dry run changes "
+                               "nothing, a push writes to origin")
+    check_delivery_id(delivery)
+    if dry:
+        click.echo(render_dry_run(store_of(ctx), delivery, None, False))
+        return
+    code = run_delivery(ctx.obj, delivery, executor, timeout_s)
+    state = store_of(ctx).read(delivery)
+    finished = all(s.status == "completed" for s in state.steps)
+    if push and (code == 0 or finished):  # push_delivery refuses while a risk is open
+        from specops_dag.delivery import lifecycle as ops
+
+        summary = ops.push_delivery(store_of(ctx), delivery)
+        click.echo(f"pushed feat-{delivery} to origin ({summary})")
+    elif finished and code == 3:
+        from specops_dag.delivery.queries import open_risks
+
+        paths = ", ".join(r.path for r in open_risks(state))
+        click.echo(f"blocked: every step is completed, but a risk is open ({paths}); decide it "
+                   f"with `specops approve {delivery} risk --note ...` (or `--reject --note "
+                   "...`)", err=True)
+    sys.exit(code)
+
+
+def run_delivery(root: Path, delivery: str, executor: str, timeout_s: float) -> int:
+    from specops_dag.locking import held  # standard library only until the run lock is ours
+
+    folder = root / "phases" / delivery
+    if not (folder / "index.json").is_file():
+        store_of_root(root).read(delivery)  # raises the "unknown delivery" error
+    with held(folder / ".lock", f"phases/{delivery}/index.json", 30.0, root):
+        pass  # a state lock that cannot be taken is said here, not in a step's traceback
+    # One `specops run` per delivery at a time: a second one reports the conflict at once,
+    # before it imports pydantic or Dagster.
+    with held(folder / ".run.lock", f"delivery `{delivery}` (another `specops run`)", 0, root):
+        return run_locked(root, delivery, executor, timeout_s)
+
+
+def store_of_root(root: Path) -> Store:
+    from specops_dag.delivery.store import Store
+
+    return Store(root)
+
+
+def _fail_orphans(home: Path, delivery: str) -> None:
+    from specops_dag.dagster_adapter.instance import fail_orphaned_runs
+
+    for run_id in fail_orphaned_runs(home, delivery):
+        click.echo(f"marked Dagster run {run_id} failed: its process was gone (killed)",
+                   err=True)
+
+
+def run_locked(root: Path, delivery: str, executor: str, timeout_s: float) -> int:
+    from specops_dag.dagster_adapter.instance import (
+        execute_job,
+        job_name,
+        register_delivery,
+        resolve_dagster_home,
+    )
+    from specops_dag.delivery.model import METADATA_PENDING
+    from specops_dag.delivery.queries import render_status, status_report
+
+    store = store_of_root(root)
+    state = store.read(delivery)
+    log_dir = store.delivery_dir(delivery) / "runs"
+    # `runs/active` exists while a `specops run` has its Dagster run going; found here, that
+    # run was killed, and its Dagster run may still show STARTED.
+    active = log_dir / "active"
+    if all(s.status == "completed" and s.commits.get("metadata") != METADATA_PENDING
+           for s in state.steps):  # nothing to run: no Dagster run for it
+        if active.exists():
+            _fail_orphans(resolve_dagster_home(root), delivery)
+            active.unlink()
+        click.echo(render_status(state, {**status_report(root, state), "drift": []}))
+        click.echo(f"nothing to run: every step of {delivery} is completed")
+        return 0 if state.status == "completed" else 3
+    home = resolve_dagster_home(root)
+    register_delivery(home, delivery)
+    _fail_orphans(home, delivery)
+    click.echo(f"running {job_name(state.workflow)} for {delivery} (DAGSTER_HOME={home}); "
+               f"log: {log_dir / 'dagster-run.err'}")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    active.write_text(f"{os.getpid()}\n", encoding="utf-8")
+    try:
+        result = execute_job(root, home, state.workflow, delivery, executor, timeout_s, log_dir)
+    finally:
+        active.unlink(missing_ok=True)
+    state = store.read(delivery)
+    click.echo(render_status(state, {**status_report(root, state), "drift": []}))
+    if result.timed_out:
+        click.echo(f"error: the run passed its {timeout_s:.0f} s deadline and was stopped",
+                   err=True)
+        return 1
+    if result.exit_code != 0:
+        tail = "\n".join(result.stderr.strip().splitlines()[-12:])
+        click.echo(f"error: the Dagster run failed (exit {result.exit_code}); last lines of "
+                   f"{log_dir / 'dagster-run.err'}:\n{tail}", err=True)
+    if state.status == "completed":
+        return 0
+    if any(s.status == "error" for s in state.steps):
+        return 1
+    if any(s.status == "blocked" for s in state.steps):
+        return 3  # a gate, a missing tool or a write conflict: a human has to act
+    return 1 if result.exit_code != 0 else 3
+
+
+@main.command()
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
+              default=Path(".specops-demo"), show_default=True,
+              help="Where the demo harness roots go (a fresh demo-N each time).")
+@click.option("--executor", type=click.Choice(["multiprocess", "in_process"]),
+              default="multiprocess", show_default=True)
+@fail_cleanly
+def demo(directory: Path, executor: str) -> None:
+    """Run a quick-delivery on a .NET fixture with the real codex CLI and the replay agent."""
+    import os
+
+    from specops_dag.cli.demo import create_demo_delivery, prepare_demo, start_replay
+    from specops_dag.dagster_adapter.instance import register_delivery, resolve_dagster_home
+
+    has_dotnet = shutil.which("dotnet") is not None
+    plan = prepare_demo(directory.resolve(), has_dotnet)
+    home = resolve_dagster_home(plan.root)
+    create_demo_delivery(plan, lambda: register_delivery(home, plan.delivery))
+    click.echo(f"demo harness root: {plan.root} (a git repo with the `all-pass` .NET 8 fixture)")
+    click.echo(f"delivery {plan.delivery} of quick-delivery; gate target-write approved by the "
+               "demo; validation: " + plan.validation)
+    if not has_dotnet:
+        click.echo("note: `dotnet` is not on PATH, so this demo validates its documentation-only "
+                   "change with docs-only; full validation (build with -warnaserror, dotnet test "
+                   "with TRX) needs the .NET 8 SDK on PATH")
+    server = start_replay(plan)
+    os.environ.update(SPECOPS_REPLAY_URL=server.url, DAGSTER_HOME=str(home))
+    try:
+        code = run_delivery(plan.root, plan.delivery, executor, 1800)
+    finally:
+        server.stop()
+    state = store_of_root(plan.root).read(plan.delivery)
+    click.echo(f"state: {plan.root / 'phases' / plan.delivery / 'index.json'}")
+    if state.worktree:
+        click.echo(f"work: branch {state.branch} in {plan.root / state.worktree}")
+    for step in state.steps:
+        for art, ref in step.handoff.items():
+            click.echo(f"handoff {step.name}/{art}: {ref.path} (sha256 {ref.sha256[:12]}…)")
+    click.echo(f"Dagster: DAGSTER_HOME={home}; the run log is in "
+               f"{plan.root / 'phases' / plan.delivery / 'runs'}")
+    dagster = Path(sys.executable).parent / "dagster"
+    click.echo(f"UI: cd {plan.root} && DAGSTER_HOME={home} {dagster} dev -w "
+               f"{WORKSPACE} -h 127.0.0.1 -p 3000")
+    sys.exit(code)
+
+
+@main.command()
+@click.argument("path", required=False, default=".",
+                type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--mode", type=click.Choice(["full", "docs-only"]), default="full",
+              show_default=True)
+@click.option("--base", default="HEAD", show_default=True, help="docs-only: the commit the "
+              "change is measured against.")
+@click.option("--delivery", default="", help="docs-only: the delivery whose phases/ files count "
+              "as its own documents and bookkeeping.")
+@click.option("--judge", type=click.Choice(["absolute", "regressions"]), default=None,
+              help="Override `validation.judge` of PATH/workflow_defs/validation.yaml.")
+@click.option("--baseline", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="regressions: a base tree's `specops validate --json` report to compare with.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
+@fail_cleanly
+def validate(path: Path, mode: str, base: str, delivery: str, judge: str | None,
+             baseline: Path | None, as_json: bool) -> None:
+    """Validate a .NET 8 repository as a step would (exit 0 pass, 1 fail, 3 environment), with
+    the layout of PATH/workflow_defs/validation.yaml when there is one."""
+    import tempfile
+
+    from specops_dag.validation import validate_attempt
+    from specops_dag.workflow.catalog import load_layout
+
+    layout = load_layout(path.resolve())
+    layout = layout.model_copy(update={"judge": judge}) if judge else layout
+    base_report = json.loads(baseline.read_text(encoding="utf-8")) if baseline else None
+    with tempfile.TemporaryDirectory(prefix="specops-validate-") as logs:
+        report = validate_attempt(mode, path.resolve(), delivery=delivery, base_commit=base,
+                                  log_dir=Path(logs), config=layout, baseline=base_report)
+        click.echo(json.dumps(report.as_metadata(), indent=2) if as_json else report.describe())
+    sys.exit(0 if report.passed else 1)
+
+
+@main.command("replay-server")
+@click.option("--scenario", type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              required=True, help="Scenario YAML: per node, attempts of scripted turns.")
+@click.option("--port", type=int, default=0, show_default=True, help="0 picks a free port.")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Append every request (JSON lines) here.")
+@fail_cleanly
+def replay_server(scenario: Path, port: int, log_path: Path | None) -> None:
+    """Serve the OpenAI Responses API on 127.0.0.1 from a scenario, for the real codex CLI."""
+    from specops_dag.agent.replay import ReplayServer, load_scenario
+
+    server = ReplayServer(load_scenario(scenario), port=port, log_path=log_path)
+    click.echo(f"replay agent on {server.url} (scenario {scenario}); point specops at it with "
+               f"SPECOPS_REPLAY_URL={server.url}", err=False)
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

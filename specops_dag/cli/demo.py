@@ -1,0 +1,68 @@
+"""`specops demo`: one command, no network, no credentials. It lays out a scratch harness root
+from a `dotnet_fixtures/` repository (a real git repo), starts the replay agent, creates a
+`quick-delivery` delivery and runs it through Dagster with the real codex CLI.
+
+Without `dotnet` on PATH the delivery validates `docs-only` (its change is documentation only)
+and says what full validation would need; nothing pretends a build ran.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from specops_dag.agent.replay import ReplayServer, load_scenario
+from specops_dag.builtin import DEMO_SCENARIO as SCENARIO
+from specops_dag.builtin import FIXTURES
+from specops_dag.delivery import lifecycle as ops
+from specops_dag.delivery.gates import approve
+from specops_dag.delivery.store import Store
+from specops_dag.workflow.catalog import definition_roots, load_catalog
+
+FIXTURE = "all-pass"
+GITIGNORE = ".specops/\n.dagster_home/\nbin/\nobj/\n"
+AGENTS = ("# AGENTS.md\n\nThis repository is a small .NET 8 calculator used by the specops demo.\n"
+          "Keep changes small, TargetFramework net8.0, tests under tests/.\n")
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    root: Path
+    delivery: str
+    validation: str
+
+
+def prepare_demo(base: Path, dotnet_available: bool) -> DemoPlan:
+    """A fresh harness root `<base>/demo-N` holding the fixture as a committed git repository."""
+    base.mkdir(parents=True, exist_ok=True)
+    n = next(i for i in range(1, 10_000) if not (base / f"demo-{i}").exists())
+    root = base / f"demo-{n}"
+    shutil.copytree(FIXTURES / FIXTURE, root)
+    (root / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
+    if not (root / "AGENTS.md").exists():
+        (root / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
+    repo = git.Repo.init(root, initial_branch="main")
+    repo.git.add(A=True)
+    who = git.Actor("specops demo", "demo@specops.invalid")
+    repo.index.commit("demo fixture", author=who, committer=who)
+    return DemoPlan(root, f"demo-{n}", "full" if dotnet_available else "docs-only")
+
+
+def create_demo_delivery(plan: DemoPlan, register: Callable[[], None]) -> None:
+    store = Store(plan.root)
+    catalog = load_catalog(definition_roots(plan.root), display_base=plan.root)
+    ops.new_delivery(store, catalog, "quick-delivery", plan.delivery,
+                     "Document how to use Calculator.Add for new contributors.",
+                     before_write=register, validation=plan.validation)
+    approve(store, plan.delivery, "target-write",
+                note="approved by `specops demo` (scripted replay agent)")
+
+
+def start_replay(plan: DemoPlan) -> ReplayServer:
+    log = plan.root / ".specops" / "replay-requests.jsonl"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    return ReplayServer(load_scenario(SCENARIO), log_path=log).start()

@@ -1,0 +1,114 @@
+"""The six human confirmation points (seed 004): decisions, revisions of changed decisions, risks
+raised at run time, and what a person is asked at each gate. One approval never carries to the
+next gate; a changed decision never rewrites history: it opens a revision and reopens what
+consumed the old decision. Plain Python over the state store.
+"""
+
+from __future__ import annotations
+
+from specops_dag.delivery.lifecycle import downstream_of, reopen, snapshot_catalog
+from specops_dag.delivery.model import Approval, Delivery, Risk, Step, move
+from specops_dag.delivery.queries import closed_gates
+from specops_dag.delivery.store import Store
+from specops_dag.errors import UsageError
+from specops_dag.files import now_iso
+from specops_dag.workflow.model import GATE_NAMES
+
+RISK_FILE = "risk.md"
+WAITING = ("awaiting approval: ", "rejected: ")
+
+
+def gates_of(state: Delivery) -> list[str]:
+    """Every gate of the delivery; external-write guards `specops run --push`, so all have it,
+    and a raised risk must be decided even when no step is behind it (the last node's)."""
+    risk = ["risk"] if state.risks else []
+    return list(dict.fromkeys([*(g for s in state.steps for g in s.gates), *risk,
+                               "external-write"]))
+
+
+def approve(store: Store, delivery: str, gate: str, note: str = "",
+            reject: bool = False) -> Approval:
+    """Record a decision; approvals unblock steps waiting only on it, rejections keep them
+    blocked with the note, a changed decision is a revision that reopens its consumers."""
+    if gate not in GATE_NAMES:
+        raise UsageError(f"unknown gate `{gate}` (gates: {', '.join(GATE_NAMES)})")
+    with store.transaction(delivery) as state:
+        used = gates_of(state)
+        if gate not in used:
+            raise UsageError(f"delivery `{delivery}` has no `{gate}` gate (its gates: "
+                             f"{', '.join(used)})")
+        earlier = [a for a in state.approvals if a.gate == gate]
+        decision = "rejected" if reject else "approved"
+        changed = bool(earlier) and earlier[-1].decision != decision
+        approval = Approval(gate=gate, decision=decision, note=note, at=now_iso(),
+                            revision=(max(a.revision for a in earlier) + 1) if changed else 0)
+        state.approvals.append(approval)
+        state.log(f"gate {decision}", detail=f"{gate}: {note}" if note else gate)
+        consumers = [s.name for s in state.steps if gate in s.gates
+                     and s.status in ("completed", "running")] if changed else []
+        for step in state.steps:
+            if step.status == "blocked" and (step.blocked_reason or "").startswith(WAITING):
+                refresh_block(state, step)
+    if reject:  # a rejected `after` gate sends the node that asked it back, with the note
+        state = store.read(delivery)
+        for name in first_of_each_branch(state, asked_after(store, state, gate)):
+            reopen(store, delivery, name, f"gate `{gate}` rejected" + (f": {note}" if note else ""))
+    state = store.read(delivery)
+    consumers = [n for n in consumers if state.get_step(n).status in ("completed", "running")]
+    for name in first_of_each_branch(state, consumers):
+        reopen(store, delivery, name, f"decision on gate `{gate}` changed to {decision}"
+               + (f": {note}" if note else ""))
+    return approval
+
+
+def asked_after(store: Store, state: Delivery, gate: str) -> list[str]:
+    """Completed nodes that ask `gate` after their work (`gates: {after: …}` on the node or
+    its phase, in the delivery's snapshot)."""
+    catalog = snapshot_catalog(store, state)
+    nodes = {n.id: n for n in catalog.workflows[state.workflow].nodes}
+    return [s.name for s in state.steps if s.status == "completed" and gate in (
+        nodes[s.name].gates.after, catalog.phases[s.phase].execution.gates.after)]
+
+
+def refresh_block(state: Delivery, step: Step) -> None:
+    """Re-evaluate a step blocked at a gate: pending when every gate is open, else say why."""
+    closed = closed_gates(state, step)
+    if not closed:
+        move(state, step, "pending", "approve")
+        step.blocked_reason = step.blocked_at = None
+        return
+    step.blocked_reason = block_reason(state, closed[0])
+
+
+def block_reason(state: Delivery, gate: str) -> str:
+    decisions = [a for a in state.approvals if a.gate == gate]
+    if decisions and decisions[-1].decision == "rejected":
+        note = f": {decisions[-1].note}" if decisions[-1].note else ""
+        return f"rejected: {gate}{note}"
+    return f"awaiting approval: {gate}"
+
+
+def first_of_each_branch(state: Delivery, names: list[str]) -> list[str]:
+    """The names not downstream of another name: reopening them reopens the rest."""
+    covered: set[str] = set()
+    out = []
+    for step in state.steps:
+        if step.name in names and step.name not in covered:
+            out.append(step.name)
+            covered |= set(downstream_of(state, step.name))
+    return out
+
+
+def raise_risk(state: Delivery, node: str, path: str) -> list[str]:
+    """A risk file appeared in `node`'s folder: its direct downstream must pass the risk gate,
+    and until it is decided the delivery is not completed nor pushed (`reading.open_risks`),
+    also when nothing is downstream."""
+    state.risks.append(Risk(node=node, path=path, raised_at=now_iso()))
+    gated = []
+    for step in state.steps:
+        if node in step.needs and "risk" not in step.gates:
+            step.gates.append("risk")
+            gated.append(step.name)
+    state.log("risk raised", node, f"{path}; gated: {', '.join(gated) or 'nothing downstream'}"
+              f"; decide with `specops approve {state.phase} risk`")
+    return gated

@@ -1,0 +1,307 @@
+"""Delivery life cycle over the state store: create (with the frozen config snapshot), reopen,
+resume, approve, and the read-only questions the front-ends ask (what can run, what drifted).
+
+Plain Python: the CLI and the Dagster adapter call these; nothing here imports dagster.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from specops_dag.delivery.model import (
+    BoundSkill,
+    Delivery,
+    Owner,
+    Revision,
+    Snapshot,
+    SnapshotFile,
+    Step,
+    derive_status,
+    move,
+)
+from specops_dag.delivery.queries import (
+    check_delivery_id,
+    gate_open,
+    open_risks,
+    owner_alive,
+    target_of,
+    work_path,
+)
+from specops_dag.delivery.store import Store
+from specops_dag.errors import BlockedError, StateError, UsageError, WriteConflict
+from specops_dag.files import now_iso, sha256_file, write_text_atomic
+from specops_dag.workflow.catalog import Catalog, load_catalog, topological_order
+
+SNAPSHOT_DIR = "snapshot"
+
+
+def case_twin(store: Store, delivery: str) -> str | None:
+    """An existing delivery whose id differs from `delivery` only in case."""
+    if not store.phases.is_dir():
+        return None
+    return next((d.name for d in store.phases.iterdir() if d.is_dir() and d.name != delivery
+                 and d.name.casefold() == delivery.casefold()), None)
+
+
+def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str, request: str,
+                 target: Path | None = None, platforms: tuple[str, ...] = (),
+                 before_write: Callable[[], None] | None = None,
+                 validation: str | None = None, budget_tokens: int | None = None,
+                 judge: str | None = None) -> Delivery:
+    """Create `phases/<delivery>/` with its snapshot and pending steps, all or nothing.
+
+    `before_write` runs once every input is validated and before any file is written (the CLI
+    registers the Dagster partition there)."""
+    check_delivery_id(delivery)
+    if workflow_id not in catalog.workflows:
+        raise UsageError(f"unknown workflow `{workflow_id}` (known: "
+                         f"{', '.join(sorted(catalog.workflows))}); see `specops check`")
+    if not request.strip():
+        raise UsageError("the request is empty; pass --request TEXT or --request-file FILE")
+    if store.exists(delivery) or store.delivery_dir(delivery).exists():
+        raise UsageError(f"delivery `{delivery}` already exists (phases/{delivery}/); pick "
+                         f"another id or see `specops status {delivery}`")
+    twin = case_twin(store, delivery)
+    if twin is not None:
+        raise UsageError(f"delivery `{delivery}` differs only in case from the existing delivery "
+                         f"`{twin}` (phases/{twin}/); their folders and `feat-` branches would "
+                         "collide on a case-insensitive file system, pick another id")
+    repo_path = (target or store.root).resolve()
+    if not repo_path.is_dir():
+        raise UsageError(f"--target {target}: not a directory; pass the .NET repository to change")
+    store.read_index()  # a broken phases/index.json stops `new` before anything is written
+    if before_write is not None:
+        before_write()
+    store.phases.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".new-{delivery}-", dir=store.phases))
+    try:
+        snapshot = freeze_snapshot(catalog, workflow_id, staging, platforms)
+        state = initial_state(store, catalog, workflow_id, delivery, request, repo_path,
+                              platforms, snapshot)
+        for step in state.steps if validation else []:
+            step.validation = validation
+        state.budget_tokens = budget_tokens or catalog.workflows[workflow_id].budget.tokens
+        state.judge = judge  # type: ignore[assignment] — the CLI offers the two judges only
+        (staging / "request.md").write_text(request, encoding="utf-8")
+        for lock in (".lock", ".run.lock"):  # the delivery's locks exist from the start:
+            (staging / lock).touch()  # taking them later never changes the tree
+        write_text_atomic(staging / "index.json", state.model_dump_json(indent=2, by_alias=True)
+                          + "\n")
+        with store.lock(".index.lock", "phases/index.json"):
+            if store.delivery_dir(delivery).exists():
+                raise WriteConflict(f"write conflict: phases/{delivery}/ appeared while creating "
+                                    "it; nothing was changed")
+            os.rename(staging, store.delivery_dir(delivery))
+        store.update_index(state)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if (store.root / ".git").exists():
+        from specops_dag.gitflow import keep_harness_clean  # GitPython only for a git harness root
+
+        keep_harness_clean(store.root)
+    return state
+
+
+def freeze_snapshot(catalog: Catalog, workflow_id: str, into: Path,
+                    platforms: tuple[str, ...]) -> Snapshot:
+    """Copy every file the workflow uses under `into/snapshot/` and record path + sha256."""
+    files = []
+    for src in catalog.files_of(workflow_id):
+        copy = Path(SNAPSHOT_DIR) / src.rel
+        (into / copy).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src.path, into / copy)
+        files.append(SnapshotFile(kind=src.kind, id=src.id, path=src.display,
+                                  sha256=sha256_file(into / copy), copy=copy.as_posix()))
+    by_id = {f.id: f for f in files if f.kind == "skill"}
+    edges = [e.model_dump(by_alias=True) for e in catalog.graph.edges
+             if e.source in by_id and e.to in by_id]
+    if by_id and ("skill-graph", "graph") in catalog.sources:
+        graph_src = catalog.source("skill-graph", "graph")
+        copy = Path(SNAPSHOT_DIR) / graph_src.rel
+        (into / copy).parent.mkdir(parents=True, exist_ok=True)
+        (into / copy).write_text(yaml.safe_dump({"edges": edges}, sort_keys=False), "utf-8")
+        # sha256 of the source, so drift is told against it; the copy holds only bound edges.
+        files.append(SnapshotFile(kind="skill-graph", id="graph", path=graph_src.display,
+                                  sha256=sha256_file(graph_src.path), copy=copy.as_posix()))
+    skills = {}
+    wf = catalog.workflows[workflow_id]
+    phase_ids = [n.phase for n in wf.nodes] + [n.review.phase for n in wf.nodes if n.review]
+    for phase_id in dict.fromkeys(phase_ids):
+        phase = catalog.phases[phase_id]
+        skills[phase_id] = [
+            BoundSkill(id=s.id, load=s.load, path=by_id[s.id].copy_path, sha256=by_id[s.id].sha256)
+            for s in phase.execution.skills
+            if s.when is None or set(s.when.platforms) & set(platforms)]
+    return Snapshot(workflow=workflow_id, files=files, skills=skills)
+
+
+def initial_state(store: Store, catalog: Catalog, workflow_id: str, delivery: str, request: str,
+                  target: Path, platforms: tuple[str, ...], snapshot: Snapshot) -> Delivery:
+    wf = catalog.workflows[workflow_id]
+    steps = []
+    for i, node in enumerate(topological_order(wf.nodes)):
+        phase = catalog.phases[node.phase]
+        gates = [g for g in (node.gates.before, phase.execution.gates.before) if g]
+        if not node.needs and wf.gates.before:
+            gates.insert(0, wf.gates.before)
+        for up in node.needs:
+            up_node = next(n for n in wf.nodes if n.id == up)
+            gates += [g for g in (up_node.gates.after,
+                                  catalog.phases[up_node.phase].execution.gates.after) if g]
+        context = list(dict.fromkeys([*phase.context_files, *node.context_files]))
+        steps.append(Step(step=i, name=node.id, phase=node.phase, needs=list(node.needs),
+                          context_files=context, validation=phase.validation_mode,
+                          gates=list(dict.fromkeys(gates))))
+    stamp = now_iso()
+    rel_target = (target.relative_to(store.root.resolve()).as_posix() or "."
+                  if target.is_relative_to(store.root.resolve()) else str(target))
+    state = Delivery(project=store.root.resolve().name, phase=delivery, workflow=workflow_id,
+                     request=request, target=rel_target, platforms=list(platforms),
+                     created_at=stamp, updated_at=stamp, snapshot=snapshot, steps=steps)
+    state.log("created", detail=f"workflow {workflow_id}")
+    state.status = derive_status(state.steps)
+    return state
+
+
+def snapshot_catalog(store: Store, state: Delivery) -> Catalog:
+    """The definitions frozen at creation: later runs use these, never the current defaults."""
+    root = store.delivery_dir(state.phase) / SNAPSHOT_DIR
+    return load_catalog([root], display_base=store.root)
+
+
+def target_path(store: Store, state: Delivery) -> Path:
+    return target_of(store.root, state)
+
+
+def workdir(store: Store, state: Delivery) -> Path:
+    """Where the agent works: the delivery's worktree once it exists, else the target itself."""
+    return work_path(store.root, state)
+
+
+def downstream_of(state: Delivery, node: str) -> list[str]:
+    """`node` and every step that transitively needs it, in step order."""
+    hit = {node}
+    for step in state.steps:  # steps are in topological order
+        if hit & set(step.needs):
+            hit.add(step.name)
+    return [s.name for s in state.steps if s.name in hit]
+
+
+def current_owner() -> Owner:
+    import psutil
+
+    me = psutil.Process()
+    return Owner(pid=me.pid, create_time=me.create_time(), host=socket.gethostname())
+
+
+def reopen(store: Store, delivery: str, node: str, reason: str = "") -> list[str]:
+    """Node + transitive downstream → pending; their handoffs move to `revisions`."""
+    with store.transaction(delivery) as state:
+        if state.get_step(node).status == "pending":
+            raise StateError(f"step `{node}` of `{delivery}` is `pending`: there is nothing to "
+                             f"reopen; `specops run {delivery}` runs it")
+        names = downstream_of(state, node)
+        for name in names:
+            step = state.get_step(name)
+            if step.status == "running" and owner_alive(step.owner):
+                raise WriteConflict(f"write conflict: step `{name}` of `{delivery}` is running "
+                                    f"(pid {step.owner.pid}); wait for it to finish, then reopen")
+        stamp = now_iso()
+        for name in names:
+            step = state.get_step(name)
+            if step.handoff or step.completed_at:
+                step.revisions.append(Revision(
+                    handoff=step.handoff, consumed=step.consumed, commits=step.commits,
+                    completed_at=step.completed_at, attempts=step.attempts, reopened_at=stamp,
+                    reason=reason or f"reopened from `{node}`"))
+            move(state, step, "pending", "reopen")
+            clear_run_fields(step)
+            step.attempts, step.last_failure = 0, None
+            if reason:
+                step.feedback = reason if name == node else f"{reason} (reopened from `{node}`)"
+        state.log("reopened", node, f"{', '.join(names)}" + (f": {reason}" if reason else ""))
+    return names
+
+
+def clear_run_fields(step: Step) -> None:
+    step.handoff, step.consumed, step.commits = {}, {}, {}
+    step.base_commit = step.validation_report = step.delivery_handoff = None
+    step.preparation = step.preflight = None
+    step.started_at = step.completed_at = step.owner = None
+    step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None
+
+
+def resume(store: Store, delivery: str, node: str) -> Step:
+    """error|blocked → pending, removing error_message/failed_at or blocked_reason/blocked_at."""
+    with store.transaction(delivery) as state:
+        step = state.get_step(node)
+        if step.status not in ("error", "blocked"):
+            raise StateError(f"step `{node}` of `{delivery}` is `{step.status}`; resume takes an "
+                             "`error` or `blocked` step"
+                             + (f" (reopen a completed one with `specops reopen {delivery} "
+                                f"{node}`)" if step.status == "completed" else ""))
+        move(state, step, "pending", "resume")
+        step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None
+        step.attempts = 0
+        return step
+
+
+def push_delivery(store: Store, delivery: str) -> str:
+    """Push feat-<delivery> to origin once every step is completed, no risk is open and an
+    unused external-write approval allows it. The push uses that approval up (`used_at`,
+    `used_by`), claimed under the lock before pushing and given back if the push fails, so the
+    next push needs an approval of its own."""
+    with store.transaction(delivery) as state:
+        check_pushable(state)
+        index = max(i for i, a in enumerate(state.approvals) if a.gate == "external-write")
+        approval = state.approvals[index]
+        from specops_dag import gitflow  # GitPython only when pushing: `specops status` stays fast
+
+        worktree = workdir(store, state)
+        approval.used_at = now_iso()
+        approval.used_by = f"push {state.branch} {gitflow.head(worktree)}"
+    try:
+        summary = gitflow.push(worktree, delivery)
+    except gitflow.GitError:
+        with store.transaction(delivery) as fresh:  # git pushed nothing: the approval stands
+            fresh.approvals[index].used_at = fresh.approvals[index].used_by = None
+        raise
+    with store.transaction(delivery) as fresh:
+        fresh.log("pushed", detail=f"{state.branch} to origin: {summary}; used the "
+                  f"external-write approval of {approval.at}")
+    return summary
+
+
+def check_pushable(state: Delivery) -> None:
+    """Why `specops run D --push` must not push now (a BlockedError), in the order to fix it."""
+    delivery = state.phase
+    risks = open_risks(state)
+    if risks:
+        files = ", ".join(f"{r.path} (raised by `{r.node}`)" for r in risks)
+        raise BlockedError(f"not pushed: open risk: {files}; decide it with `specops approve "
+                           f"{delivery} risk --note ...` (or `--reject --note ...`), then "
+                           f"`specops run {delivery} --push`")
+    if state.status != "completed":
+        raise BlockedError(f"not pushed: delivery `{delivery}` is `{state.status}`; push happens "
+                           "after the last step completes")
+    decisions = [a for a in state.approvals if a.gate == "external-write"]
+    if decisions and decisions[-1].decision == "approved" and decisions[-1].used_at:
+        raise BlockedError(f"not pushed: the external-write approval of {decisions[-1].at} was "
+                           f"used by the push at {decisions[-1].used_at} "
+                           f"({decisions[-1].used_by}); each push needs its own approval: "
+                           f"approve with `specops approve {delivery} external-write --note ...`, "
+                           f"then `specops run {delivery} --push`")
+    if not gate_open(state, "external-write"):
+        raise BlockedError(f"not pushed: awaiting approval: external-write; approve with "
+                           f"`specops approve {delivery} external-write --note ...`, then "
+                           f"`specops run {delivery} --push`")
+    if not state.worktree:
+        raise UsageError(f"not pushed: the target of `{delivery}` is not a git repository")

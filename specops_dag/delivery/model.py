@@ -1,0 +1,217 @@
+"""The records of a delivery's state (DESIGN §5) — `phases/index.json` and
+`phases/<delivery>/index.json` as pydantic models — and the allowed step transitions. No file IO:
+`store` reads and writes them; nothing here knows Dagster or how a step runs."""
+
+from __future__ import annotations
+
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from specops_dag.delivery.queries import get_step
+from specops_dag.errors import StateError
+from specops_dag.files import now_iso
+
+SCHEMA_VERSION = 1
+StepStatus = Literal["pending", "running", "completed", "error", "blocked"]
+
+# (from, to) -> the operations allowed to make that move (DESIGN §5).
+TRANSITIONS: dict[tuple[str, str], frozenset[str]] = {
+    ("pending", "running"): frozenset({"run"}),
+    ("running", "running"): frozenset({"run"}),  # an interrupted attempt taken over, or a retry
+    ("running", "completed"): frozenset({"run"}),
+    ("running", "error"): frozenset({"run"}),
+    ("running", "blocked"): frozenset({"run"}),
+    ("pending", "blocked"): frozenset({"run"}),
+    ("error", "pending"): frozenset({"resume", "reopen"}),
+    ("blocked", "pending"): frozenset({"resume", "reopen", "approve"}),
+    ("completed", "pending"): frozenset({"reopen"}),
+    ("pending", "pending"): frozenset({"reopen"}),
+    ("running", "pending"): frozenset({"reopen"}),  # only when its owner is gone
+}
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+M = TypeVar("M", bound=Model)
+
+
+class FileRef(Model):
+    path: str
+    sha256: str
+
+
+class SnapshotFile(Model):
+    kind: str
+    id: str
+    path: str
+    sha256: str
+    copy_path: str = Field(alias="copy")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class BoundSkill(Model):
+    id: str
+    load: str
+    path: str
+    sha256: str
+
+
+class Snapshot(Model):
+    workflow: str
+    files: list[SnapshotFile]
+    skills: dict[str, list[BoundSkill]] = {}
+
+
+class Owner(Model):
+    pid: int
+    create_time: float
+    host: str
+
+
+class Revision(Model):
+    handoff: dict[str, FileRef] = {}
+    consumed: dict[str, FileRef] = {}
+    commits: dict[str, str | None] = {}
+    completed_at: str | None = None
+    attempts: int = 0
+    reopened_at: str
+    reason: str
+
+
+class Usage(Model):
+    """Tokens of one attempt (codex reports them cumulative per thread; one thread per attempt)."""
+
+    attempt: int
+    thread_id: str | None = None
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_output_tokens: int = 0
+    role: Literal["generator", "evaluator"] = "generator"  # whose session (a review round's)
+
+
+METADATA_PENDING = "pending"  # commits.metadata between completion and the metadata commit
+
+
+class Step(Model):
+    step: int
+    name: str
+    phase: str
+    needs: list[str] = []
+    status: StepStatus = "pending"
+    context_files: list[str] = []
+    validation: str = "full"
+    attempts: int = 0
+    started_at: str | None = None
+    completed_at: str | None = None
+    error_message: str | None = None
+    failed_at: str | None = None
+    blocked_reason: str | None = None
+    blocked_at: str | None = None
+    last_failure: str | None = None
+    handoff: dict[str, FileRef] = {}
+    consumed: dict[str, FileRef] = {}
+    revisions: list[Revision] = []
+    usage: list[Usage] = []
+    summary: str | None = None
+    base_commit: str | None = None
+    commits: dict[str, str | None] = {}  # product / metadata SHAs of the completing attempt
+    validation_report: dict | None = None
+    reviews: list[dict] = []  # evaluator rounds: round, verdict, reason, scores, report path
+    gates: list[str] = []
+    owner: Owner | None = None
+    feedback: str | None = None  # a person's reopen reason or gate rejection, for the next prompt
+    delivery_handoff: str | None = None  # sha256 of docs/phase/<d>/handoff.md as it completed
+    preparation: str | None = None  # what the executor did to the worktree before attempt 1
+    preflight: dict | None = None  # the base tree's validation before the first agent call
+
+
+class Event(Model):
+    at: str
+    event: str
+    step: str | None = None
+    detail: str = ""
+
+
+class Approval(Model):
+    gate: str
+    decision: Literal["approved", "rejected"]
+    note: str = ""
+    at: str
+    revision: int = 0  # > 0: this decision changed an earlier one on the same gate
+    used_at: str | None = None  # when the action it allowed used it up (each push needs its own)
+    used_by: str | None = None  # what used it: `push feat-<delivery> <commit>`
+
+
+class Risk(Model):
+    """A `risk` gate raised at run time by an agent (a risk.md in its node folder) or a check."""
+
+    node: str
+    path: str
+    raised_at: str
+
+
+class Delivery(Model):
+    schema_version: int = SCHEMA_VERSION
+    project: str
+    phase: str
+    workflow: str
+    status: StepStatus = "pending"
+    request: str
+    target: str
+    platforms: list[str] = []
+    worktree: str | None = None  # relative to the harness root when inside it
+    branch: str | None = None
+    created_at: str
+    updated_at: str
+    snapshot: Snapshot
+    steps: list[Step]
+    history: list[Event] = []
+    approvals: list[Approval] = []
+    risks: list[Risk] = []
+    budget_tokens: int | None = None  # the delivery's token budget (workflow or `new`)
+    judge: Literal["absolute", "regressions"] | None = None  # `new --judge`: over every phase's
+
+    def get_step(self, name: str) -> Step:
+        return get_step(self, name)
+
+    def log(self, event: str, step: str | None = None, detail: str = "") -> None:
+        self.history.append(Event(at=now_iso(), event=event, step=step, detail=detail))
+
+
+class IndexEntry(Model):
+    id: str
+    workflow: str
+    status: StepStatus
+    created_at: str
+    updated_at: str
+
+
+class Index(Model):
+    schema_version: int = SCHEMA_VERSION
+    deliveries: list[IndexEntry] = []
+
+
+def derive_status(steps: list[Step]) -> StepStatus:
+    statuses = {s.status for s in steps}
+    if statuses == {"completed"}:
+        return "completed"
+    for status in ("running", "error", "blocked"):
+        if status in statuses:
+            return status  # type: ignore[return-value]
+    return "pending"
+
+
+def move(delivery: Delivery, step: Step, to: StepStatus, via: str) -> None:
+    """Change a step's status if DESIGN §5 allows `via` to make that move; log it."""
+    allowed = TRANSITIONS.get((step.status, to), frozenset())
+    if via not in allowed:
+        raise StateError(f"phases/{delivery.phase}/index.json: steps[{step.step}] (`{step.name}`): "
+                         f"`{via}` cannot move a `{step.status}` step to `{to}`")
+    if step.status != to:
+        delivery.log(f"{step.status}->{to}", step.name, via)
+    step.status = to

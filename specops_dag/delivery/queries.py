@@ -1,0 +1,349 @@
+"""The read-only questions asked of a delivery's state — what can run, what drifted, which gate
+waits and what it asks, how many tokens went where — and the `specops status` text.
+
+Standard library only: `state` imports it, and the CLI reaches it without importing Dagster.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specops_dag.builtin import BUILTIN_DEFS, BUILTIN_PREFIX
+from specops_dag.errors import UsageError
+from specops_dag.files import sha256_file
+from specops_dag.gitflow import WORKTREES
+
+if TYPE_CHECKING:
+    from specops_dag.delivery.model import Delivery, Owner, Step, Usage
+
+
+STATUS_MARK = {"completed": "✔", "running": "…", "pending": "·", "error": "✘", "blocked": "■"}
+QUESTIONS = {
+    "scope": "Is this the right workflow and scope for the request, and the right repository?",
+    "requirements": "Is the requirements specification correct and complete?",
+    "design": "Can this technical plan be the basis for development?",
+    "target-write": "May the agent change the target repository now?",
+    "risk": "Do you accept the risk the agent raised (or the evidence it had to omit)?",
+    "external-write": "May specops push or write to external systems?",
+}
+DELIVERY_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def check_delivery_id(delivery: str) -> None:
+    problem = delivery_id_problem(delivery)
+    if problem:
+        raise UsageError(f"delivery id `{delivery}` {problem}; use e.g. `rss-cache` or "
+                         "`2026-11-rss-cache`")
+
+
+def delivery_id_problem(delivery: str) -> str | None:
+    """Why `delivery` cannot be a delivery id (a folder, a partition key, a branch), or None."""
+    if not delivery:
+        return "is empty"
+    if "/" in delivery or "\\" in delivery:
+        return "contains a path separator"
+    if ".." in delivery:
+        return "contains `..`"
+    if delivery.endswith((".", ".lock")):
+        return "ends with `.` or `.lock`, which git refuses in a branch name"
+    if not DELIVERY_ID_RE.fullmatch(delivery):
+        return ("must be 1-64 characters of letters, digits, `.`, `_` or `-`, starting with a "
+                "letter or digit")
+    return None
+
+
+def get_step(state: Delivery, name: str) -> Step:
+    for step in state.steps:
+        if step.name == name:
+            return step
+    raise UsageError(f"delivery `{state.phase}` has no node `{name}` (nodes: "
+                     f"{', '.join(s.name for s in state.steps)})")
+
+
+def target_of(root: Path, state: Delivery) -> Path:
+    """The repository the delivery changes (its `target`, relative to the harness root)."""
+    return (root / state.target).resolve()
+
+
+
+
+def is_git_target(target: Path) -> bool:
+    """A target with its own `.git` (folder or worktree file) works on a feat-<d> worktree; any
+    other folder is a plain target the agent changes in place."""
+    return (target / ".git").exists()
+
+
+def work_path(root: Path, state: Delivery) -> Path:
+    """The agent's working directory: the delivery's worktree (the one its first run creates,
+    for a git target not yet run), else the plain target folder itself."""
+    if state.worktree:
+        return (root / state.worktree).resolve()
+    target = target_of(root, state)
+    if is_git_target(target):
+        return (root / WORKTREES / state.phase).resolve()
+    return target
+
+
+def agent_path(path: Path, cwd: Path) -> str:
+    """A path as the agent's prompt names it: relative to its working directory when inside
+    it, else absolute — so it resolves from where the agent runs."""
+    path = path.resolve()
+    return path.relative_to(cwd).as_posix() if path.is_relative_to(cwd) else str(path)
+
+
+def owner_alive(owner: Owner | None) -> bool:
+    if owner is None:
+        return False
+    import socket  # both load on first use: a delivery with nothing running needs neither
+
+    if owner.host != socket.gethostname():
+        return False
+    import psutil
+
+    try:
+        return abs(psutil.Process(owner.pid).create_time() - owner.create_time) < 0.01
+    except psutil.NoSuchProcess:
+        return False
+
+
+def gate_open(state: Delivery, gate: str) -> bool:
+    """A gate is open when its latest decision is an approval (one approval per gate name) not
+    yet used up (a push uses the `external-write` approval that allowed it); a `risk` gate also
+    needs that approval to be newer than the latest risk raised."""
+    decisions = [a for a in state.approvals if a.gate == gate]
+    if not decisions or decisions[-1].decision != "approved" or decisions[-1].used_at:
+        return False
+    raised = [r.raised_at for r in state.risks] if gate == "risk" else []
+    return not raised or decisions[-1].at >= max(raised)
+
+
+def open_risks(state: Delivery) -> list:
+    """The risks no standing approval of the `risk` gate covers: those raised after its latest
+    decision when that is an approval, every risk when it is a rejection or there is none. By
+    any node, the last included: while one is open the delivery is not completed nor pushed."""
+    decisions = [a for a in state.approvals if a.gate == "risk"]
+    if decisions and decisions[-1].decision == "approved":
+        return [r for r in state.risks if r.raised_at > decisions[-1].at]
+    return list(state.risks)
+
+
+def delivery_status(state: Delivery) -> str:
+    """The delivery's status as a person must read it: its steps' status, except that every
+    step completed with a risk still open is `blocked` on that decision."""
+    if state.status == "completed" and open_risks(state):
+        return "blocked"
+    return state.status
+
+
+def closed_gates(state: Delivery, step: Step) -> list[str]:
+    return [g for g in step.gates if not gate_open(state, g)]
+
+
+def runnable_steps(state: Delivery) -> list[str]:
+    """Pending or interrupted steps whose upstream is not stuck and have no closed gate in front."""
+    stuck: set[str] = set()
+    out = []
+    for step in state.steps:
+        interrupted = step.status == "running" and not owner_alive(step.owner)
+        upstream_stuck = bool(stuck & set(step.needs))
+        if step.status != "completed":
+            stuck.add(step.name)
+        if upstream_stuck or step.status not in ("pending", "running") or closed_gates(state, step):
+            continue
+        if step.status == "pending" or interrupted:
+            out.append(step.name)
+    return out
+
+
+def source_path(root: Path, display: str) -> Path | None:
+    """The file a snapshot entry was copied from (its `path` as shown, relative to `root`)."""
+    if display.startswith(BUILTIN_PREFIX):
+        return BUILTIN_DEFS / display.removeprefix(BUILTIN_PREFIX)
+    path = Path(display)
+    return path if path.is_absolute() else root / path
+
+
+def drift(root: Path, state: Delivery) -> list[str]:
+    """Snapshot files whose source changed since creation (reported, never blocking)."""
+    notes = []
+    catalog_files = {f.path: f for f in state.snapshot.files}
+    for display, f in catalog_files.items():
+        source = source_path(root, display)
+        if source is None or not source.is_file():
+            notes.append(f"{display}: removed since the snapshot (the delivery keeps its copy)")
+        elif sha256_file(source) != f.sha256:
+            notes.append(f"{display}: changed since the snapshot (the delivery keeps its copy)")
+    for step in state.steps:
+        notes += [f"{step.name}: {note}" for note in step_drift(root, step)]
+    return notes
+
+
+def step_drift(root: Path, step: Step) -> list[str]:
+    """Upstream handoffs whose file no longer has the hash this step consumed."""
+    notes = []
+    for port, ref in step.consumed.items():
+        path = root / ref.path
+        if not path.is_file() or sha256_file(path) != ref.sha256:
+            notes.append(f"input `{port}` {ref.path} changed since it was consumed")
+    return notes
+
+
+def tokens(usage: Usage) -> int:
+    """What budgets count: uncached input plus output (cached input is shown beside)."""
+    return usage.input_tokens - usage.cached_input_tokens + usage.output_tokens
+
+
+def step_tokens(step: Step, role: str | None = None) -> int:
+    """The step's tokens: every session's, or only the generator's or the evaluator's."""
+    return sum(tokens(u) for u in step.usage if role is None or u.role == role)
+
+
+def step_cached(step: Step) -> int:
+    return sum(u.cached_input_tokens for u in step.usage)
+
+
+def delivery_tokens(state: Delivery) -> int:
+    return sum(step_tokens(s) for s in state.steps)
+
+
+def gate_prompt(state: Delivery, step: Step) -> dict[str, object] | None:
+    """For `specops status`: the question at the first closed gate, what to read, the command."""
+    closed = closed_gates(state, step)
+    if not closed:
+        return None
+    gate = closed[0]
+    if gate == "scope":
+        look = [f"phases/{state.phase}/request.md"]
+    elif gate == "risk":
+        look = [r.path for r in open_risks(state)]
+    else:
+        look = [ref.path for n in step.needs for ref in get_step(state, n).handoff.values()]
+    return {"gate": gate, "question": QUESTIONS[gate], "look_at": look,
+            "approve": f"specops approve {state.phase} {gate} --note ...",
+            "reject": f"specops approve {state.phase} {gate} --reject --note ...",
+            "open": gate_open(state, gate)}
+
+
+def status_report(root: Path, state: Delivery) -> dict:
+    """What `specops status ID` adds to the state: runnable steps, drift, open questions, tokens."""
+    return {"status": delivery_status(state), "runnable": runnable_steps(state),
+            "drift": drift(root, state),
+            "gates": {s.name: ask for s in state.steps
+                      if s.status == "blocked" and (ask := gate_prompt(state, s))},
+            "open_risks": [{"node": r.node, "path": r.path, "raised_at": r.raised_at}
+                           for r in open_risks(state)],
+            "tokens": {"delivery": delivery_tokens(state), "budget": state.budget_tokens,
+                       "cached_input": sum(step_cached(s) for s in state.steps),
+                       "per_node": {s.name: step_tokens(s) for s in state.steps}}}
+
+
+def render_status(state: Delivery, report: dict) -> str:
+    lines = [f"delivery {state.phase}  workflow {state.workflow}  status {report['status']}",
+             f"request: {(state.request.strip().splitlines() or ['(empty)'])[0][:100]}"]
+    for s in state.steps:
+        line = f"  {STATUS_MARK[s.status]} {s.step:>2} {s.name:<16} {s.status:<10}"
+        if s.status == "completed":
+            line += f" {len(s.handoff)} handoff(s), attempt {s.attempts}"
+        if s.usage:
+            cached = step_cached(s)
+            line += f" [{step_tokens(s)} tokens" + (f", {cached} cached" if cached else "") + "]"
+        if s.error_message:
+            line += f" {s.error_message.splitlines()[0][:120]}"
+            line += f"\n       next: fix the cause, then `specops resume {state.phase} {s.name}`"
+        if s.blocked_reason:
+            line += f" {s.blocked_reason}"
+        if s.preflight:
+            line += f"\n       {preflight_line(s.preflight)}"
+        ask = report["gates"].get(s.name)
+        if ask:
+            line += f"\n       question: {ask['question']}"
+            if ask["look_at"]:
+                line += f"\n       look at: {', '.join(ask['look_at'])}"
+            line += f"\n       next: `{ask['approve']}` (or `{ask['reject']}`)"
+        lines.append(line)
+    lines += risk_lines(state, report["open_risks"])
+    budget = f" of {state.budget_tokens}" if state.budget_tokens else ""
+    cached = sum(step_cached(s) for s in state.steps)
+    lines.append(f"tokens: {delivery_tokens(state)}{budget}"
+                 + (f" (uncached input + output; {cached} cached input beside)" if cached else ""))
+    if report["runnable"]:
+        lines.append(f"next: `specops run {state.phase}` runs {', '.join(report['runnable'])}")
+    lines += [f"drift: {d}" for d in report["drift"]]
+    return "\n".join(lines)
+
+
+def preflight_line(record: dict) -> str:
+    """The base tree's validation before the first agent call (issue 16), in one line."""
+    commit = (record.get("commit") or "")[:12] or "the working folder"
+    verdict = "passed" if record.get("passed") else f"failed at `{record.get('stage')}`"
+    cached = ", cached" if record.get("cached") else ""
+    sdk = f", SDK {record['sdk_version']}" if record.get("sdk_version") else ""
+    return (f"preflight {verdict} on {commit} (judge {record.get('judge', 'absolute')}{sdk}"
+            f"{cached}): {str(record.get('message', ''))[:160]}")
+
+
+def risk_lines(state: Delivery, risks: list[dict]) -> list[str]:
+    """The open risks, their files, the question and the commands that decide them."""
+    if not risks:
+        return []
+    return ["open risks (decide them before the delivery completes or is pushed):",
+            *(f"  {r['path']} (raised by `{r['node']}`)" for r in risks),
+            f"  question: {QUESTIONS['risk']}",
+            f"  next: `specops approve {state.phase} risk --note ...` (or `specops approve "
+            f"{state.phase} risk --reject --note ...`)"]
+
+
+def render_index(entries: list) -> str:
+    """`specops status` with no delivery: one line per delivery, or how to create the first."""
+    if not entries:
+        return ("no deliveries yet; create one with `specops new WORKFLOW DELIVERY --request "
+                "TEXT`")
+    return "\n".join(f"{e.id:<24} {e.workflow:<18} {e.status:<10} updated {e.updated_at}"
+                     for e in entries)
+
+
+def state_problem(state: Delivery, delivery: str) -> str | None:
+    """What the schema cannot see in a (possibly hand-edited) state file of `delivery`: it
+    names its own delivery, has steps with unique names whose needs are earlier steps, and
+    every recorded file lies inside the delivery."""
+    if state.phase != delivery:
+        return f"phase: `{state.phase}` but the file is delivery `{delivery}`'s"
+    if not state.steps:
+        return "steps: empty, a delivery has at least one step"
+    seen: dict[str, int] = {}
+    own = f"phases/{delivery}/"
+    for i, step in enumerate(state.steps):
+        if step.name in seen:
+            return f"steps[{i}].name: `{step.name}` is also steps[{seen[step.name]}]; step names " \
+                   "are unique"
+        for need in step.needs:
+            if need not in seen:
+                known = "a later step" if any(s.name == need for s in state.steps) else "no step"
+                return f"steps[{i}].needs: `{need}` is {known} of this delivery (needs name " \
+                       "earlier steps)"
+        seen[step.name] = i
+        refs = [(f"steps[{i}].{field}.{port}", ref) for field in ("handoff", "consumed")
+                for port, ref in getattr(step, field).items()]
+        refs += [(f"steps[{i}].revisions[{r}].{field}.{port}", ref)
+                 for r, rev in enumerate(step.revisions) for field in ("handoff", "consumed")
+                 for port, ref in getattr(rev, field).items()]
+        for field, ref in refs:
+            if not inside(ref.path, own):
+                return f"{field}.path: `{ref.path}` is outside the delivery (handoffs live " \
+                       f"under {own})"
+    for i, risk in enumerate(state.risks):
+        if not inside(risk.path, own):
+            return f"risks[{i}].path: `{risk.path}` is outside the delivery (risks live under " \
+                   f"{own})"
+    for i, f in enumerate(state.snapshot.files):
+        copy = f.copy_path
+        if not inside(copy, "snapshot/"):
+            return f"snapshot.files[{i}].copy: `{copy}` is outside {own}snapshot/"
+    return None
+
+
+def inside(path: str, folder: str) -> bool:
+    """Whether the relative POSIX `path` lies under `folder` with no `..`, `.` or empty part."""
+    return path.startswith(folder) and all(p not in ("", ".", "..") for p in path.split("/"))

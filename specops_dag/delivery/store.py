@@ -1,0 +1,157 @@
+"""Delivery state on disk: reading a state file (size cap, exact errors, migration), the
+delivery's own rules checked before use, and `Store` — paths, the per-delivery lock and atomic
+transactions over `phases/`. Nothing here knows Dagster or how a step runs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from specops_dag.delivery.model import SCHEMA_VERSION, Delivery, Index, IndexEntry, M, derive_status
+from specops_dag.errors import StateError, UsageError
+from specops_dag.files import now_iso, write_json_atomic, write_text_atomic
+from specops_dag.locking import held, lock_holder  # noqa: F401 — lock_holder: part of this API
+
+
+def migrate(data: dict, where: str) -> dict:
+    """The one migration point: upgrade older schema versions here; refuse newer ones."""
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise StateError(f"{where}: schema_version {version!r} is not supported (this specops "
+                         f"reads {SCHEMA_VERSION}); upgrade specops-dag or restore the file")
+    return data
+
+
+MAX_STATE_BYTES = 64 << 20  # a 3,000-node delivery's state is a few MiB
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abAB]")  # a `\ud800`-style half of a pair
+
+
+def read_model(path: Path, where: str, model: type[M]) -> M:
+    """A state file parsed and validated, or a StateError naming the file, the field and the fix."""
+    try:
+        if path.stat().st_size > MAX_STATE_BYTES:
+            raise StateError(f"{where}: larger than {MAX_STATE_BYTES:,} bytes, more than any "
+                             "state specops writes; restore it from git")
+        raw = path.read_bytes()
+        if not SURROGATE_ESCAPE.search(raw):  # the common case, parsed and checked in Rust
+            try:
+                parsed = model.model_validate_json(raw)
+                if getattr(parsed, "schema_version", SCHEMA_VERSION) == SCHEMA_VERSION:
+                    return parsed
+            except (ValidationError, RecursionError):
+                pass  # the path below names exactly what is wrong
+        text = raw.decode("utf-8")
+        data = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise StateError(f"{where}: not valid JSON ({err}); restore it from git") from err
+    except RecursionError:
+        raise StateError(f"{where}: nested too deeply to be a specops state file; restore it "
+                         "from git") from None
+    try:  # only a `\u` escape can hold a lone surrogate: files without one skip the re-dump
+        if "\\u" in text:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as err:  # a `\ud800` escape decodes to a lone surrogate
+        raise StateError(f"{where}: an escape `\\u{ord(err.object[err.start]):04x}` is half of "
+                         "a UTF-16 surrogate pair, not a character; fix the file or restore it "
+                         "from git") from None
+    try:
+        return model.model_validate(migrate(data, where) if isinstance(data, dict) else data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+        raise StateError(f"{where}: {loc.lstrip('.') or '(top level)'}: {first['msg']}; fix "
+                         "the file or restore it from git") from err
+
+
+def check_delivery(state: Delivery, delivery: str, where: str) -> Delivery:
+    """The state's own rules, checked before any use (see `reading.state_problem`)."""
+    from specops_dag.delivery.queries import (  # standard library only, like this module's use
+        state_problem,
+    )
+
+    problem = state_problem(state, delivery)
+    if problem:
+        raise StateError(f"{where}: {problem}; fix the file or restore it from git")
+    return state
+
+
+class Store:
+    """The `phases/` folder of one harness root. Every write goes through `transaction`."""
+
+    def __init__(self, root: Path, lock_timeout_s: float = 10.0) -> None:
+        self.root = Path(root)
+        self.phases = self.root / "phases"
+        self.lock_timeout_s = lock_timeout_s
+
+    def delivery_dir(self, delivery: str) -> Path:
+        return self.phases / delivery
+
+    def index_path(self, delivery: str) -> Path:
+        return self.phases / delivery / "index.json"
+
+    def exists(self, delivery: str) -> bool:
+        return self.index_path(delivery).is_file()
+
+    def read(self, delivery: str) -> Delivery:
+        path = self.index_path(delivery)
+        where = f"phases/{delivery}/index.json"
+        if not path.is_file():
+            raise UsageError(f"unknown delivery `{delivery}`: {where} not found; list deliveries "
+                             "with `specops status` or create one with `specops new`")
+        return check_delivery(read_model(path, where, Delivery), delivery, where)
+
+    def read_index(self) -> Index:
+        path = self.phases / "index.json"
+        if not path.is_file():
+            return Index()
+        return read_model(path, "phases/index.json", Index)
+
+    @contextlib.contextmanager
+    def lock(self, name: str, what: str) -> Iterator[None]:
+        """An exclusive flock on `phases/<name>`. Taking it never writes: a command that fails
+        under the lock leaves the tree byte-identical (the file is created once, empty)."""
+        with held(self.phases / name, what, self.lock_timeout_s, self.root):
+            yield
+
+    @contextlib.contextmanager
+    def transaction(self, delivery: str) -> Iterator[Delivery]:
+        """Read under the delivery's lock, let the caller change it, write it back atomically
+        — only if it changed: a transaction that decides nothing (a completed step reused, a
+        step not runnable yet) leaves the files as they were."""
+        if not self.exists(delivery):
+            self.read(delivery)  # raises the "unknown delivery" error
+        with self.lock(f"{delivery}/.lock", f"phases/{delivery}/index.json"):
+            state = self.read(delivery)
+            before = state.model_dump_json(by_alias=True)  # serialised in Rust: cheap at any size
+            yield state
+            if state.model_dump_json(by_alias=True) != before:
+                self.write(state)
+
+    def write(self, state: Delivery) -> None:
+        from specops_dag.delivery.queries import (  # standard library only, like this module's use
+            delivery_status,
+        )
+
+        state.status = derive_status(state.steps)
+        state.status = delivery_status(state)  # an open risk keeps a finished delivery blocked
+        state.updated_at = now_iso()
+        # What is written must read back as valid state; pydantic's own JSON (Rust) keeps the
+        # cost of a write small next to a step however many steps the delivery has.
+        text = state.model_dump_json(indent=2, by_alias=True)
+        Delivery.model_validate_json(text)
+        write_text_atomic(self.index_path(state.phase), text + "\n")
+        self.update_index(state)
+
+    def update_index(self, state: Delivery) -> None:
+        with self.lock(".index.lock", "phases/index.json"):
+            index = self.read_index()
+            entry = IndexEntry(id=state.phase, workflow=state.workflow, status=state.status,
+                               created_at=state.created_at, updated_at=state.updated_at)
+            rest = [e for e in index.deliveries if e.id != state.phase]
+            index.deliveries = sorted(rest + [entry], key=lambda e: e.id)
+            write_json_atomic(self.phases / "index.json", index.model_dump())

@@ -1,0 +1,569 @@
+"""The executors of one attempt: `command` (a deterministic argv, seed 004) and `codex` (the real
+Codex CLI, DESIGN §6–7). Each runs outside the state lock, writes `stepN-output.json` of the last
+attempt, then verifies independently: required artifacts, then the validation hook point.
+It never writes the delivery state: `step` records what an attempt returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from specops_dag import gitflow
+from specops_dag.agent.codex import (
+    AgentSettings,
+    CodexRun,
+    agent_excludes,
+    codex_argv,
+    find_codex,
+    run_codex,
+    secret_values,
+)
+from specops_dag.agent.prompt import (
+    SUMMARY_LIMIT,
+    assemble_prompt,
+    failure_summary,
+    read_list,
+    skill_lines,
+    where_line,
+)
+from specops_dag.agent.review import (
+    Review,
+    evaluator_prompt_section,
+    extract_review_block,
+    feedback_for_generator,
+    read_review,
+    save_report,
+)
+from specops_dag.delivery.budget import budget_spent
+from specops_dag.delivery.lifecycle import workdir
+from specops_dag.delivery.model import Delivery, FileRef, Step, Usage
+from specops_dag.delivery.queries import agent_path
+from specops_dag.delivery.store import Store
+from specops_dag.errors import ToolMissing
+from specops_dag.files import redact, sha256_file, write_json_atomic
+from specops_dag.process import run_process
+from specops_dag.validation import ValidationReport, validate_attempt
+from specops_dag.validation.preflight import Preflight, block_reason, cached_pass, run_preflight
+from specops_dag.validation.qa import QaReport, run_qa
+from specops_dag.workflow.catalog import Catalog
+from specops_dag.workflow.model import ValidationConfig
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from specops_dag.workflow.model import Phase
+
+DEFAULT_COMMAND_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    ok: bool
+    summary: str
+    handoff: dict[str, FileRef] = field(default_factory=dict)
+    environment: bool = False  # no retry can fix it: the step is blocked
+    usage: Usage | None = None
+    message: str = ""
+    prompt_chars: int = 0
+    validation: ValidationReport | None = None
+    review: dict | None = None  # the evaluator's verdict of this round, when the node has one
+    review_exhausted: bool = False
+    preparation: str | None = None  # what was done to the worktree before the first call
+    review_usage: Usage | None = None  # the evaluator's sessions of this round, together
+    preflight: dict | None = None  # the base tree's validation, before the first call
+
+
+def cache_dirs(store: Store) -> dict[str, Path]:
+    """Writable homes for the agent's .NET tools, outside every worktree (so restore caches never
+    show up as product changes), shared by the deliveries of one harness root."""
+    base = store.root.resolve() / ".specops" / "cache"
+    return {"NUGET_PACKAGES": base / "nuget-packages", "DOTNET_CLI_HOME": base / "dotnet-home"}
+
+
+def node_dir(store: Store, delivery: str, node: str) -> Path:
+    return store.delivery_dir(delivery) / node
+
+
+def step_env(store: Store, state: Delivery, step: Step) -> dict[str, str]:
+    folder = node_dir(store, state.phase, step.name)
+    return {**os.environ, "SPECOPS_ROOT": str(store.root.resolve()),
+            "SPECOPS_DELIVERY": state.phase, "SPECOPS_NODE": step.name,
+            "SPECOPS_NODE_DIR": str(folder.resolve()),
+            "SPECOPS_TARGET": str(workdir(store, state)),
+            "SPECOPS_ATTEMPT": str(step.attempts),
+            "SPECOPS_INPUTS": json.dumps({k: v.model_dump() for k, v in step.consumed.items()}),
+            **{k: str(v) for k, v in cache_dirs(store).items()}}
+
+
+def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
+                settings: AgentSettings) -> AttemptResult:
+    kind = catalog.phases[step.phase].execution.executor.kind
+    node_dir(store, state.phase, step.name).mkdir(parents=True, exist_ok=True)
+    checked: Preflight | None = None
+    try:
+        checked = base_check(store, state, step, catalog)
+        if checked is not None and not checked.ok:
+            return AttemptResult(False, block_reason(checked.record, state.phase, step.name),
+                                 environment=True, preflight=checked.record)
+        if kind == "command":
+            result = run_command_attempt(store, state, step, catalog)
+        else:
+            result = run_codex_attempt(store, state, step, catalog, settings,
+                                       restored=checked is not None and not checked.cached
+                                       and checked.record.get("target_found") is True)
+    except ToolMissing as err:
+        return AttemptResult(False, f"environment error: {err.message}", environment=True,
+                             preflight=checked.record if checked else None)
+    return replace(result, preflight=checked.record) if checked is not None else result
+
+
+def preflight_cache(store: Store) -> Path:
+    return store.root.resolve() / ".specops" / "preflight"
+
+
+def layout_of(catalog: Catalog, state: Delivery, step: Step) -> ValidationConfig:
+    """validation.yaml, then the phase's keys, then the delivery's `new --judge`."""
+    layout = catalog.validation_for(step.phase)
+    return layout.model_copy(update={"judge": state.judge}) if state.judge else layout
+
+
+def base_check(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Preflight | None:
+    """Before a `full` step's first call: the base tree must pass (issue 16). The result is set
+    on `step` too, so this attempt's validation compares with it under `judge: regressions`."""
+    if step.validation != "full" or not (step.attempts == 1 or (
+            step.preflight is None and state.worktree and step.base_commit
+            and not gitflow.product_changes(workdir(store, state), since=step.base_commit))):
+        return None  # later attempts (or a tree already changed) use the recorded one
+    folder = node_dir(store, state.phase, step.name)
+    checked = run_preflight(workdir(store, state), step.base_commit,
+                            layout_of(catalog, state, step), preflight_cache(store),
+                            folder / "validation" / "preflight", step_env(store, state, step))
+    step.preflight = checked.record
+    return checked
+
+
+def run_command_attempt(store: Store, state: Delivery, step: Step,
+                        catalog: Catalog) -> AttemptResult:
+    """Run the phase's argv in the target with the SPECOPS_* environment."""
+    executor = catalog.phases[step.phase].execution.executor
+    env = step_env(store, state, step)
+    argv = list(executor.argv or [])
+    timeout = executor.timeout_s or DEFAULT_COMMAND_TIMEOUT_S
+    result = run_process(argv, cwd=workdir(store, state), env=env, deadline_s=timeout)
+    secrets = secret_values(env, agent_excludes(AgentSettings.from_env()))
+    write_json_atomic(node_dir(store, state.phase, step.name) / f"step{step.step}-output.json", {
+        "attempt": step.attempts, "argv": argv, "exit_code": result.exit_code,
+        "timed_out": result.timed_out, "duration_s": result.duration_s,
+        "stdout": redact(result.stdout, secrets), "stderr": redact(result.stderr, secrets)})
+    if not result.ok:
+        why = f"timed out after {timeout} s" if result.timed_out else f"exited {result.exit_code}"
+        log = redact((result.stdout + result.stderr).strip(), secrets)
+        text = f"`{shlex.join(argv)}` {why}" + (f"\n{log}" if log else "")
+        return AttemptResult(False, failure_summary(text))
+    return verify(store, state, step, catalog)
+
+
+def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
+                      settings: AgentSettings, restored: bool = False) -> AttemptResult:
+    """One `codex exec` call (prompt on stdin), then the independent verification."""
+    phase = catalog.phases[step.phase]
+    folder = node_dir(store, state.phase, step.name)
+    target = workdir(store, state)
+    codex_bin = find_codex(settings, store.root)
+    prompt = assemble_prompt(store.root, state, step, catalog, target)
+    env = step_env(store, state, step)
+    secrets = secret_values(env, agent_excludes(settings))
+    (folder / "prompt.md").write_text(redact(prompt.text, secrets), encoding="utf-8")
+    last = folder / "last-message.txt"
+    last.unlink(missing_ok=True)  # codex leaves a stale -o file on a failed turn
+    preparation = None
+    if step.attempts == 1:
+        preparation = ((True, "restored by the executor before attempt 1 (NuGet packages in "
+                        f"{env['NUGET_PACKAGES']}, dotnet home {env['DOTNET_CLI_HOME']}), in "
+                        "the preflight's validation of the base tree; logs in "
+                        f"{folder / 'validation' / 'preflight'}") if restored
+                       else prepare_dotnet(store, state, step, target, env, catalog))
+    if preparation is not None and not preparation[0]:
+        return AttemptResult(False, preparation[1], environment=True, preparation=preparation[1])
+    caches = tuple(cache_dirs(store).values())
+    for cache in caches:
+        cache.mkdir(parents=True, exist_ok=True)
+    extra = (() if folder.resolve().is_relative_to(target) else (folder.resolve(),)) + caches
+    execution = phase.execution
+    sandbox = execution.sandbox or "workspace-write"
+    argv = codex_argv(codex_bin, sandbox=sandbox, workdir=target, last_message=last,
+                      settings=settings, delivery=state.phase, node=step.name,
+                      idle_timeout_s=execution.idle_timeout_s, add_dirs=extra,
+                      network=execution.network)
+    use_codex_home(store, settings, env)
+    with tempfile.TemporaryDirectory(prefix=".attempt-", dir=folder) as scratch:
+        run = run_codex(argv, prompt.text, workdir=target, env=env, timeout_s=execution.timeout_s,
+                        idle_timeout_s=execution.idle_timeout_s,
+                        command_timeout_s=execution.command_timeout_s,
+                        stdout_path=Path(scratch) / "stdout.jsonl",
+                        stderr_path=Path(scratch) / "stderr.txt")
+    last.unlink(missing_ok=True)  # codex wrote it unredacted; the output file keeps it redacted
+    usage = usage_of(run, step.attempts, "generator")
+    write_json_atomic(folder / f"step{step.step}-output.json", {
+        "attempt": step.attempts, "argv": [redact(a, secrets) for a in argv],
+        "exit_code": run.process.exit_code, "timed_out": run.process.timed_out,
+        "idle_timed_out": run.process.idle_timed_out, "stopped": run.process.stopped,
+        "command_timed_out": run.process.busy_timed_out, "overrun_command": run.overrun_command,
+        "duration_s": run.process.duration_s, "thread_id": run.thread_id,
+        "usage": run.usage, "last_message": redact(run.last_message, secrets),
+        "jsonl": redact(run.process.stdout, secrets),
+        "stderr": redact(run.process.stderr, secrets)})
+    common = {"usage": usage, "message": redact(run.last_message, secrets)[:SUMMARY_LIMIT],
+              "prompt_chars": prompt.total_chars,
+              "preparation": preparation[1] if preparation else None}
+    if run.environment_error:
+        return AttemptResult(False, redact(run.environment_error, secrets), environment=True,
+                             **common)
+    if not run.ok:
+        failure = run.failure(execution.timeout_s, execution.idle_timeout_s)
+        return AttemptResult(False, failure_summary(redact(failure, secrets)), **common)
+    verdict = verify(store, state, step, catalog)
+    if verdict.ok:
+        review = review_of(catalog, state, step)
+        if review is not None:
+            verdict = run_review(store, state, step, catalog, settings, verdict, *review)
+    return replace(verdict, **common)
+
+
+TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens")
+
+
+def usage_of(run: CodexRun, attempt: int, role: str) -> Usage:
+    """The tokens of one codex session, as the state records them."""
+    return Usage(attempt=attempt, thread_id=run.thread_id, role=role,
+                 **{k: run.usage.get(k, 0) for k in TOKEN_FIELDS})
+
+
+def use_codex_home(store: Store, settings: AgentSettings, env: dict[str, str]) -> None:
+    """CODEX_HOME of an agent session: the configured one, else (for the replay agent) the
+    harness root's own; otherwise the user's, untouched."""
+    home = settings.codex_home or (str(store.root / ".specops" / "codex-home")
+                                   if settings.replay_url else None)
+    if home:
+        Path(home).mkdir(parents=True, exist_ok=True)
+        env["CODEX_HOME"] = home
+
+
+def prepare_dotnet(store: Store, state: Delivery, step: Step, target: Path,
+                   env: dict[str, str], catalog: Catalog) -> tuple[bool, str]:
+    """Before a step's first call: restore the worktree outside the sandbox with the agent's own
+    NuGet and dotnet homes, so the agent can build and test `--no-restore` without network.
+    (ok, what was done — for the step record); not ok blocks the step."""
+    from specops_dag.validation.dotnet import restore_worktree
+
+    log_dir = node_dir(store, state.phase, step.name) / "validation" / "restore"
+    try:
+        report = restore_worktree(target, log_dir, env,
+                                  config=layout_of(catalog, state, step))
+    except ToolMissing:
+        return True, ("restore skipped: `dotnet` is not on PATH, so the worktree was not "
+                      "restored and the agent cannot build or test")
+    if report is None:
+        return True, "restore skipped: no .NET project to restore in the worktree"
+    if not report.passed:
+        return False, (f"environment error: the executor's `dotnet restore` before the first "
+                       f"attempt failed, no agent call was made: {report.message}; logs in "
+                       f"{log_dir}; fix the package sources or the network, then `specops "
+                       f"resume {state.phase} {step.name}`")
+    return True, (f"restored by the executor before attempt 1 (NuGet packages in "
+                  f"{env['NUGET_PACKAGES']}, dotnet home {env['DOTNET_CLI_HOME']}); logs in "
+                  f"{log_dir}")
+
+
+def review_of(catalog: Catalog, state: Delivery, step: Step) -> tuple[str, int] | None:
+    node = next(n for n in catalog.workflows[state.workflow].nodes if n.id == step.name)
+    return (node.review.phase, node.review.max_rounds) if node.review else None
+
+
+def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
+               settings: AgentSettings, generated: AttemptResult, phase_id: str,
+               max_rounds: int) -> AttemptResult:
+    """One evaluator round (codex -s read-only, READ/TASK/REPORT) on the generator's work; the
+    verdict is read from the saved report file, never from the chat. A report that cannot be
+    read is asked for once more in the same round and never charged to the generator."""
+    phase = catalog.phases[phase_id]
+    spent = budget_spent(state, step, phase.execution.budget.tokens, phase_id, "evaluator")
+    if spent:
+        return AttemptResult(False, spent, environment=True)
+    folder = node_dir(store, state.phase, step.name)
+    repo = workdir(store, state)
+    round_no = step.attempts
+    lines = read_list(store.root, state, step, catalog, repo) + [
+        f"{agent_path(store.root / ref.path, repo)} (sha256 {ref.sha256}) — the generator's "
+        f"artifact `{art}`" for art, ref in generated.handoff.items()]
+    if (folder / "validation").is_dir():
+        lines.append(f"{agent_path(folder / 'validation', repo)}/ — the validation logs and TRX")
+    skills = [line.removeprefix("- ") for line in skill_lines(store.root, state, phase_id, repo)]
+    qa = qa_stage(store, state, step, settings, phase, repo, round_no)
+    if qa is not None and qa.status == "skipped" and phase.execution.qa.required:
+        reason = (f"review round {round_no}: QA against the running application is required by "
+                  f"phase `{phase_id}` (qa.required) but was skipped: {qa.reason}; no evaluator "
+                  f"call was made: fix it, then `specops resume {state.phase} {step.name}`")
+        return AttemptResult(False, reason, environment=True, review={
+            "round": round_no, "verdict": "BLOCK", "reason": reason, "qa_status": qa.status,
+            "qa": qa.as_record()})
+    if qa is not None:
+        lines += qa_read_lines(store.root / (qa.evidence or ""), qa, repo)
+    text = evaluator_prompt_section(phase.execution.criteria, step.name, lines, round_no,
+                                    max_rounds, skill_lines=skills, where=where_line(repo),
+                                    goal=phase.execution.goal, qa=qa_task_line(qa))
+    agents = repo / "AGENTS.md"
+    prompt = (agents.read_text(encoding="utf-8") + "\n\n" if agents.is_file() else "") + text
+    session = ReviewSession(store, state, step, settings, phase, repo, round_no,
+                            spent_s=qa.duration_s if qa else 0.0)
+    first = session.evaluate(prompt, "")
+    outcome = first
+    if first.review.verdict == "MALFORMED" and first.record["verdict"] == "MALFORMED":
+        outcome = session.evaluate(prompt + "\n\n" + REASK.format(reason=first.review.reason),
+                                   "-reask")
+        outcome.record["reasked"] = first.record["reason"]
+    usage = outcome.usage if outcome is first else first.usage.model_copy(update={
+        k: getattr(first.usage, k) + getattr(outcome.usage, k) for k in TOKEN_FIELDS})
+    record = {**outcome.record, "usage": usage.model_dump(exclude={"role", "attempt"})}
+    evaluator_passed, evaluator_reason = record["verdict"] == "PASS", record["reason"]
+    qa_failure = judge_with_qa(record, qa, store.root, repo)
+    if outcome.environment:
+        return AttemptResult(False, outcome.environment, environment=True, review=record,
+                             review_usage=usage)
+    if record["verdict"] == "PASS":
+        return replace(generated, review=record, review_usage=usage)
+    if record["verdict"] == "MALFORMED":
+        return AttemptResult(False, f"review round {round_no}: the evaluator's report could not "
+                             f"be read twice ({record['reason']}); it is not charged to the "
+                             f"generator: read {record['report']}, then `specops resume "
+                             f"{state.phase} {step.name}`", environment=True, review=record,
+                             review_usage=usage)
+    shown = agent_path(store.root / record["report"], repo)
+    if evaluator_passed or evaluator_reason != outcome.review.reason:
+        feedback = (f"review round {round_no} blocked: {record['reason']}; read the full report "
+                    f"at {shown}")
+    else:
+        feedback = feedback_for_generator(outcome.review, shown)
+        if qa_failure:
+            feedback += f"\n{qa_failure}"
+    return AttemptResult(False, failure_summary(feedback), review=record,
+                         review_exhausted=round_no >= max_rounds, review_usage=usage)
+
+
+def judge_with_qa(record: dict, qa: QaReport | None, root: Path, repo: Path) -> str | None:
+    """Put the round's QA into its review record; a failed QA blocks the round whatever the
+    evaluator said (a PASS is overruled). Returns the QA failure for the generator, or None."""
+    if qa is None:
+        return None
+    record.update(qa_status=qa.status, qa=qa.as_record())
+    if qa.status != "failed" or record["verdict"] not in ("PASS", "BLOCK"):
+        return None
+    failure = (f"QA against the running application failed: {qa.reason} (evidence in "
+               f"{agent_path(root / (qa.evidence or ''), repo)}/)")
+    record["reason"] = (f"{failure}; it overrules the evaluator's PASS"
+                        if record["verdict"] == "PASS" else f"{record['reason']}; {failure}")
+    record["verdict"] = "BLOCK"
+    return failure
+
+
+def qa_stage(store: Store, state: Delivery, step: Step, settings: AgentSettings, phase: Phase,
+             repo: Path, round_no: int) -> QaReport | None:
+    """The phase's `qa:` against the generator's work, before the evaluator's session; its
+    evidence beside the round's report (`reviews/<node>-rN-qa/`)."""
+    if phase.execution.qa is None:
+        return None
+    env = step_env(store, state, step)
+    secrets = secret_values(env, agent_excludes(settings))
+    folder = node_dir(store, state.phase, step.name)
+    return run_qa(phase.execution.qa, repo=repo, git_target=bool(state.worktree),
+                  root=store.root, evidence=folder / "reviews" / f"{step.name}-r{round_no}-qa",
+                  label=f"{state.phase}-{step.name}-r{round_no}",
+                  env={k: v for k, v in env.items() if v not in secrets}, secrets=secrets)
+
+
+def qa_read_lines(evidence: Path, qa: QaReport, repo: Path) -> list[str]:
+    where = agent_path(evidence, repo)
+    return [f"{where}/qa.md — QA of the running application ({qa.status}): what was run and "
+            "every check with its evidence files",
+            f"{where}/ — the QA evidence: requests, responses, screenshots, application output"]
+
+
+def qa_task_line(qa: QaReport | None) -> str:
+    """What the evaluator is told about the QA of this round (nothing when the phase has none)."""
+    if qa is None:
+        return ""
+    if qa.status == "skipped":
+        return (f"QA: the running application was NOT checked ({qa.reason}); nothing about its "
+                "behaviour is proven. Judge from the code, tests and validation evidence only, "
+                "and say under FINDINGS that QA was skipped.")
+    ran = f" (snapshot commit {qa.commit[:12]})" if qa.commit else ""
+    return (f"QA: the executor ran the generator's work{ran} in a throwaway worktree, started the "
+            f"application and checked it: {qa.status.upper()} — {qa.reason}. Its summary and "
+            "evidence (requests, responses, screenshots, application output) are in READ; judge "
+            "the behaviour from them. A failed QA check blocks this round whatever you score; "
+            "name each one under FINDINGS with what would fix it.")
+
+
+REASK = ("Your review could not be read ({reason}). Answer again: your LAST message must "
+         "contain exactly one block in the REPORT format above, with one VERDICT line and one "
+         "SCORE line per criterion.")
+
+
+@dataclass
+class Evaluation:
+    """One evaluator session of a round: its verdict, record, usage and transcript paths."""
+
+    review: Review
+    record: dict
+    usage: Usage
+    environment: str | None = None
+
+
+@dataclass
+class ReviewSession:
+    """Runs evaluator sessions of one review round, each kept whole under reviews/sessions/
+    (JSONL, stderr, last message; redacted) beside the round's report."""
+
+    store: Store
+    state: Delivery
+    step: Step
+    settings: AgentSettings
+    phase: Phase
+    repo: Path
+    round_no: int
+    spent_s: float = 0.0  # QA ran first within the phase's timeout_s: the session gets the rest
+
+    def evaluate(self, prompt: str, suffix: str) -> Evaluation:
+        store, state, step, settings = self.store, self.state, self.step, self.settings
+        folder = node_dir(store, state.phase, step.name)
+        sessions = folder / "reviews" / "sessions"
+        sessions.mkdir(parents=True, exist_ok=True)
+        base = sessions / f"{step.name}-r{self.round_no}{suffix}"
+        env = step_env(store, state, step)
+        env["SPECOPS_REVIEW_PHASE"] = self.phase.id  # the state hooks speak to the evaluator
+        secrets = secret_values(env, agent_excludes(settings))
+        (folder / "reviews" / f"{step.name}-r{self.round_no}{suffix}-prompt.md").write_text(
+            redact(prompt, secrets), "utf-8")
+        last = folder / "reviews" / "last-message.txt"
+        last.unlink(missing_ok=True)
+        execution = self.phase.execution
+        argv = codex_argv(find_codex(settings, store.root), sandbox="read-only",
+                          workdir=self.repo, last_message=last, settings=settings,
+                          delivery=state.phase, node=f"{step.name}.review",
+                          idle_timeout_s=execution.idle_timeout_s, network=execution.network)
+        use_codex_home(store, settings, env)
+        before = gitflow.product_changes(self.repo) if state.worktree else []
+        timeout_s = max(1, int(execution.timeout_s - self.spent_s))
+        run = run_codex(argv, prompt, workdir=self.repo, env=env, timeout_s=timeout_s,
+                        idle_timeout_s=execution.idle_timeout_s,
+                        command_timeout_s=execution.command_timeout_s,
+                        stdout_path=base.with_name(base.name + ".jsonl"),
+                        stderr_path=base.with_name(base.name + ".stderr.txt"))
+        said = redact(run.last_message, secrets)
+        last.unlink(missing_ok=True)
+        for path in (base.with_name(base.name + ".jsonl"),
+                     base.with_name(base.name + ".stderr.txt")):
+            if path.is_file():
+                path.write_text(redact(path.read_text(encoding="utf-8", errors="replace"),
+                                       secrets), encoding="utf-8")
+        base.with_name(base.name + ".last-message.md").write_text(said, encoding="utf-8")
+        usage = usage_of(run, self.round_no, "evaluator")
+        transcript = base.with_name(base.name + ".jsonl").relative_to(store.root).as_posix()
+        if run.environment_error:
+            review = Review("BLOCK", {}, (), run.environment_error, "")
+            return Evaluation(review, {"round": self.round_no, "verdict": "BLOCK",
+                                       "reason": run.environment_error,
+                                       "transcript": transcript}, usage,
+                              redact(run.environment_error, secrets))
+        home = Path(env.get("CODEX_HOME") or Path.home() / ".codex")
+        denied = sandbox_denials(home, run.thread_id)
+        changed = (sorted(set(gitflow.product_changes(self.repo)) - set(before))
+                   if state.worktree else [])
+        report = save_report(folder, step.name, self.round_no, extract_review_block(said), said)
+        review = read_review(report, execution.criteria)
+        record = {"round": self.round_no, "verdict": review.verdict, "reason": review.reason,
+                  "scores": review.scores, "report": report.relative_to(store.root).as_posix(),
+                  "sandbox_denials": denied, "thread_id": run.thread_id,
+                  "transcript": transcript}
+        if changed:
+            record.update(verdict="BLOCK",
+                          reason=f"the evaluator changed files: {', '.join(changed)}")
+        if not run.ok:
+            record.update(verdict="BLOCK", reason="the evaluator run failed: " + run.failure(
+                timeout_s, execution.idle_timeout_s))
+        return Evaluation(review, record, usage)
+
+
+def sandbox_denials(codex_home: Path, thread_id: str | None) -> list[str]:
+    """Commands of the evaluator that the read-only sandbox refused, from the thread's rollout
+    file (`codex exec --json` emits no item for them); reported, never hidden."""
+    if not thread_id:
+        return []
+    calls: dict[str, str] = {}
+    denied: list[str] = []
+    for rollout in (codex_home / "sessions").glob(f"*/*/*/rollout-*-{thread_id}.jsonl"):
+        for line in rollout.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                payload = json.loads(line).get("payload") or {}
+            except (json.JSONDecodeError, AttributeError):
+                continue
+            if payload.get("type") == "function_call":
+                calls[str(payload.get("call_id"))] = str(payload.get("arguments"))
+            elif (payload.get("type") == "function_call_output"
+                  and "Read-only file system" in str(payload.get("output"))):
+                denied.append(calls.get(str(payload.get("call_id")), "(unknown command)"))
+    return list(dict.fromkeys(denied))
+
+
+def baseline_for(store: Store, step: Step, config: ValidationConfig) -> dict | None:
+    """Under `judge: regressions`: the step's preflight, else the cached pass of its base commit
+    (a run killed after its preflight), else an empty baseline — strict, never unchecked."""
+    if config.judge != "regressions":
+        return None
+    return (step.preflight or cached_pass(preflight_cache(store), step.base_commit, config)
+            or {})
+
+
+def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> AttemptResult:
+    """Exit 0 is not success by itself: required artifacts must exist, then validation must pass."""
+    phase = catalog.phases[step.phase]
+    folder = node_dir(store, state.phase, step.name)
+    repo = workdir(store, state)
+    handoff, missing = {}, []
+    for art in phase.output.artifacts:
+        path = folder / art.path  # exactly where the prompt's WRITE told the agent to write
+        rel = path.relative_to(store.root).as_posix()
+        if path.is_file():
+            handoff[art.id] = FileRef(path=rel, sha256=sha256_file(path))
+        elif art.required:
+            missing.append(f"`{art.id}` ({agent_path(path, repo)})")
+    if missing:
+        return AttemptResult(False, "exit 0 but required artifacts are missing: "
+                             + ", ".join(missing))
+    if (phase.execution.expects_product_change and step.validation != "docs-only"
+            and state.worktree and not gitflow.product_changes(repo, since=step.base_commit)):
+        return AttemptResult(False, "exit 0 but the product did not change: the phase expects "
+                             "a product change and nothing outside phases/ and docs/phase/ "
+                             f"changed since {(step.base_commit or '')[:12]}")
+    config = layout_of(catalog, state, step)
+    try:
+        report = validate_attempt(step.validation, repo, delivery=state.phase,
+                                  base_commit=step.base_commit, log_dir=folder / "validation",
+                                  env=step_env(store, state, step), config=config,
+                                  baseline=baseline_for(store, step, config))
+    except ToolMissing as err:  # no retry can install the SDK
+        return AttemptResult(False, f"environment error: {err.message}", environment=True)
+    if not report.passed and report.blame == "environment":
+        # the environment's problem, not the diff's: the person fixes it, the agent never sees it
+        return AttemptResult(False, f"environment error: {report.describe()}; fix it, then "
+                             f"`specops resume {state.phase} {step.name}`", environment=True,
+                             validation=report)
+    if not report.passed:
+        logs = (f"\nvalidation logs: {agent_path(folder / 'validation', repo)}/"
+                if report.logs else "")
+        return AttemptResult(False, failure_summary(report.describe() + logs), validation=report)
+    return AttemptResult(True, "", handoff, validation=report)

@@ -1,0 +1,363 @@
+"""Runs one attempt of one step of one delivery: the domain function behind every node asset.
+
+It claims the step under the delivery lock (checking everything that can be checked before any
+agent call: gates, inputs, executor, validation mode, context paths), runs the executor outside
+the lock, and records the verdict. Three calls in all per step; environment errors block at once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from specops_dag import gitflow
+from specops_dag.agent.codex import AgentSettings
+from specops_dag.agent.prompt import assemble_prompt
+from specops_dag.delivery.budget import budget_spent
+from specops_dag.delivery.gates import RISK_FILE, WAITING, block_reason, raise_risk
+from specops_dag.delivery.lifecycle import current_owner, snapshot_catalog, target_path, workdir
+from specops_dag.delivery.model import METADATA_PENDING, Delivery, FileRef, Step, Usage, move
+from specops_dag.delivery.queries import (
+    closed_gates,
+    delivery_tokens,
+    is_git_target,
+    owner_alive,
+    step_drift,
+    step_tokens,
+    tokens,
+)
+from specops_dag.delivery.store import Store
+from specops_dag.errors import SpecopsError, UsageError, WriteConflict
+from specops_dag.execution.attempt import AttemptResult, run_attempt
+from specops_dag.files import now_iso, sha256_file
+from specops_dag.workflow.catalog import Catalog
+from specops_dag.workflow.model import MAX_ATTEMPTS
+
+AVAILABLE_EXECUTORS = ("command", "codex")
+
+
+def _git_error() -> type[Exception]:
+    import git  # GitPython loads on first use
+
+    return git.GitCommandError
+
+# completed/reused: materialize; blocked/skipped: no materialization; failed: retry;
+# error/environment: stop without retry.
+Status = Literal["completed", "reused", "blocked", "skipped", "failed", "error", "environment"]
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What happened to a step in this call. `retryable` tells the caller another call may help."""
+
+    status: Status
+    node: str
+    message: str = ""
+    attempt: int = 0
+    duration_s: float = 0.0
+    handoff: dict[str, FileRef] = field(default_factory=dict)
+    retryable: bool = False
+    usage: Usage | None = None
+    prompt_chars: int = 0
+    validation: dict | None = None  # the ValidationReport as metadata
+    drift: tuple[str, ...] = ()  # consumed upstream handoffs whose hash changed since
+    commits: dict[str, str | None] = field(default_factory=dict)
+    tokens: dict[str, int] = field(default_factory=dict)  # attempt / node / delivery totals
+    review: dict | None = None  # the last evaluator round, for nodes with `review:`
+
+
+def run_step(store: Store, delivery: str, node: str, workflow: str | None = None,
+             settings: AgentSettings | None = None,
+             max_attempts: int = MAX_ATTEMPTS) -> StepOutcome:
+    """Run the next attempt of `node` if it may run; otherwise say why not. Never fakes success."""
+    claim = claim_step(store, delivery, node, workflow, max_attempts)
+    if isinstance(claim, StepOutcome) and claim.status == "reused" and claim.commits.get(
+            "metadata") == METADATA_PENDING:
+        # a run killed between the step's completion and its metadata commit: make it now
+        commit_metadata(store, delivery, node)
+        return replace(claim, commits=store.read(delivery).get_step(node).commits)
+    if isinstance(claim, StepOutcome):
+        return claim
+    state, catalog = claim
+    step = state.get_step(node)
+    started = time.monotonic()
+    try:
+        result = run_attempt(store, state, step, catalog, settings or AgentSettings())
+    except SpecopsError as err:  # bad input found while preparing: blocked, never `running`
+        result = AttemptResult(False, f"{err.message}; after fixing it, `specops resume "
+                               f"{delivery} {node}`", environment=True)
+    except Exception as err:  # noqa: BLE001 — a defect must not leave the step `running`
+        result = AttemptResult(False, f"internal error while running the attempt "
+                               f"({type(err).__name__}: {err}); report it, then `specops resume "
+                               f"{delivery} {node}`", environment=True)
+    final = (result.ok or result.environment or result.review_exhausted
+             or step.attempts >= max_attempts)
+    finish_attempt(store, delivery, node, result, final=final)
+    took = round(time.monotonic() - started, 3)
+    extra = {"usage": result.usage, "prompt_chars": result.prompt_chars, "duration_s": took,
+             "review": result.review,
+             "attempt": step.attempts,
+             "validation": result.validation.as_metadata() if result.validation else None}
+    if result.ok:
+        after = store.read(delivery)
+        return StepOutcome("completed", node, result.message, handoff=result.handoff,
+                           commits=after.get_step(node).commits,
+                           tokens=token_totals(after, node, result.usage), **extra)
+    if result.environment:
+        return StepOutcome("environment", node, f"blocked: {result.summary}", **extra)
+    if result.review_exhausted:
+        return StepOutcome("error", node, f"review: max_rounds {step.attempts} reached without "
+                           f"PASS: {result.summary}", **extra)
+    if final:
+        return StepOutcome("error", node, f"attempt {step.attempts}/{max_attempts} failed; budget "
+                           f"spent: {result.summary}", **extra)
+    return StepOutcome("failed", node, f"attempt {step.attempts}/{max_attempts} failed: "
+                       f"{result.summary}", retryable=True, **extra)
+
+
+def token_totals(state: Delivery, node: str, usage: Usage | None) -> dict[str, int]:
+    return {"attempt": tokens(usage) if usage else 0,
+            "node": step_tokens(state.get_step(node)), "delivery": delivery_tokens(state)}
+
+
+def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
+               max_attempts: int) -> tuple[Delivery, Catalog] | StepOutcome:
+    """Under the lock: decide whether the step runs now and, if so, mark it running for us."""
+    with store.transaction(delivery) as state:
+        if workflow is not None and state.workflow != workflow:
+            raise UsageError(f"delivery `{delivery}` runs workflow `{state.workflow}`, not "
+                             f"`{workflow}`; launch `{state.workflow.replace('-', '_')}_job`")
+        if node not in {s.name for s in state.steps}:
+            raise UsageError(f"node `{node}` is not in delivery `{delivery}`: the workflow changed "
+                             f"after `specops new`; `specops run {delivery}` runs the delivery's "
+                             "snapshot")
+        step = state.get_step(node)
+        early = _not_runnable(store, state, step, max_attempts)
+        if early is not None:
+            return early
+        catalog = snapshot_catalog(store, state)
+        refusal = _refusal(catalog, step)
+        if refusal:
+            return StepOutcome("error", node, f"{refusal}; nothing was run and the step stays "
+                               f"`{step.status}`")
+        block = budget_spent(state, step, catalog.phases[step.phase].execution.budget.tokens)
+        block = block or prepare_worktree(store, state, step)
+        if not block and catalog.phases[step.phase].execution.executor.kind != "command":
+            # Context paths are checked in the tree the agent will see, before any codex call
+            # (raises UsageError: the transaction writes nothing).
+            assemble_prompt(store.root, state, step, catalog, workdir(store, state))
+        if block:
+            move(state, step, "blocked", "run")
+            step.blocked_reason, step.blocked_at = block, now_iso()
+            return StepOutcome("blocked", node, block)
+        move(state, step, "running", "run")
+        step.attempts += 1
+        step.started_at = step.started_at or now_iso()
+        if step.attempts == 1:
+            step.base_commit = head_commit(workdir(store, state))
+        step.owner = current_owner()
+        step.consumed = upstream_handoffs(state, step)
+        now = {ref.path: sha256_file(store.root / ref.path) for ref in step.consumed.values()}
+        changed = [f"{ref.path} (registered {ref.sha256[:12]}, now {now[ref.path][:12]})"
+                   for ref in step.consumed.values() if now[ref.path] != ref.sha256]
+        if changed:  # reported, never refused (DESIGN §5): `specops status` shows it as drift
+            state.log("input drift", node, "upstream handoffs changed since they were "
+                      "registered: " + ", ".join(changed))
+        state.log("attempt started", node, f"attempt {step.attempts}/{max_attempts}")
+        return state, catalog  # written as it is now; what the caller changes stays local
+
+
+def _refusal(catalog: Catalog, step: Step) -> str | None:
+    kind = catalog.phases[step.phase].execution.executor.kind
+    if kind not in AVAILABLE_EXECUTORS:
+        return (f"executor not available: phase `{step.phase}` uses `executor: {{kind: {kind}}}`, "
+                "which this version of specops-dag cannot run yet")
+    return None
+
+
+def prepare_worktree(store: Store, state: Delivery, step: Step) -> str | None:
+    """Create (or reuse) the delivery's feat-<d> worktree; a step starts only on a clean one.
+    Returns the write-conflict reason that blocks the step, or None."""
+    target = target_path(store, state)
+    if not is_git_target(target):
+        return None  # a plain folder: the agent works in place and nothing is committed
+    try:
+        if state.worktree is None:
+            path = gitflow.ensure_worktree(target, store.root, state.phase)
+            root = store.root.resolve()
+            state.worktree = (path.relative_to(root).as_posix() if path.is_relative_to(root)
+                              else str(path))
+            state.branch = gitflow.branch_name(state.phase)
+        tree = workdir(store, state)
+        if not (tree / ".git").is_file():
+            return (f"the delivery's worktree {tree} is missing (deleted or moved); recreate it "
+                    f"from its branch with `git -C {target} worktree prune && git -C {target} "
+                    f"worktree add {tree} {state.branch or gitflow.branch_name(state.phase)}`, "
+                    f"then `specops resume {state.phase} {step.name}`")
+        branch = state.branch or gitflow.branch_name(state.phase)
+        stale, held = gitflow.stale_locks(tree, branch)
+        for lock in stale:  # no process has it open: a killed git command left it
+            lock.unlink(missing_ok=True)
+            state.log("removed stale git lock", step.name, f"{lock} (no process had it open)")
+        if held:
+            lock = held[0]
+            return (f"git lock: {lock} exists and a process may still hold it; if no git "
+                    f"command is running in {tree}, remove it (`rm {lock}`), then `specops "
+                    f"resume {state.phase} {step.name}`")
+        if step.attempts == 0 and step.started_at is None:  # a fresh start needs a clean tree
+            gitflow.check_clean(workdir(store, state), state.phase, step.name)
+        elif step.attempts == 0 and (left := gitflow.product_changes(workdir(store, state))):
+            # resumed: it goes on from what its earlier attempts left, and says so
+            state.log("resumed on leftover changes", step.name, ", ".join(left[:10]))
+    except WriteConflict as err:
+        return err.message
+    return None
+
+
+def head_commit(target: Path) -> str | None:
+    """The target repo's HEAD, the base a docs-only check diffs against; None outside git."""
+    import git  # GitPython loads on first use: the code location imports this module
+
+    try:
+        return gitflow.head(target)
+    except (git.GitError, ValueError):
+        return None
+
+
+def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
+                  ) -> StepOutcome | None:
+    name, d = step.name, state.phase
+    if step.status == "completed":
+        return StepOutcome("reused", name, "completed earlier; not re-run", step.attempts,
+                           handoff=step.handoff, validation=step.validation_report,
+                           drift=tuple(step_drift(store.root, step)), commits=step.commits,
+                           tokens=token_totals(state, name, None),
+                           review=step.reviews[-1] if step.reviews else None)
+    if step.status == "error":
+        return StepOutcome("error", name, f"step `{name}` is in error since {step.failed_at}: "
+                           f"{step.error_message}; fix the cause, then `specops resume {d} {name}`")
+    if step.status == "running" and owner_alive(step.owner):
+        return StepOutcome("blocked", name, f"write conflict: step `{name}` is already running "
+                           f"(pid {step.owner.pid})")
+    not_done = [n for n in step.needs if state.get_step(n).status != "completed"]
+    if not_done:
+        return StepOutcome("skipped", name, "upstream not completed: " + ", ".join(
+            f"`{n}` is `{state.get_step(n).status}`" for n in not_done))
+    reason = _block_reason(store, state, step)
+    if step.status == "blocked":
+        if reason is None and not (step.blocked_reason or "").startswith(WAITING):
+            return StepOutcome("blocked", name, f"{step.blocked_reason}; after fixing it, "
+                               f"`specops resume {d} {name}`")
+        if reason is not None:
+            return StepOutcome("blocked", name, reason)
+        move(state, step, "pending", "approve")  # the gate it waited for is approved now
+        step.blocked_reason = step.blocked_at = None
+        return None
+    if reason is not None:
+        move(state, step, "blocked", "run")
+        step.blocked_reason, step.blocked_at = reason, now_iso()
+        return StepOutcome("blocked", name, reason)
+    if step.attempts >= max_attempts:  # an interrupted last attempt: the budget is spent
+        move(state, step, "running", "run")
+        _record_error(state, step, f"budget spent: {step.attempts} of {max_attempts} attempts "
+                      "used (the last one was interrupted)")
+        return StepOutcome("error", name, step.error_message or "", step.attempts)
+    return None
+
+
+def _block_reason(store: Store, state: Delivery, step: Step) -> str | None:
+    gates = closed_gates(state, step)
+    if gates:
+        return block_reason(state, gates[0])
+    missing = [ref.path for n in step.needs for ref in state.get_step(n).handoff.values()
+               if not (store.root / ref.path).is_file()]
+    if missing:
+        return (f"missing input: {missing[0]} (registered by an upstream step) is gone; restore "
+                f"it or `specops reopen {state.phase} <upstream>`")
+    return None
+
+
+def upstream_handoffs(state: Delivery, step: Step) -> dict[str, FileRef]:
+    """Every handoff of every direct upstream step, keyed `<node>/<artifact>`, in needs order."""
+    return {f"{n}/{art}": ref for n in step.needs
+            for art, ref in state.get_step(n).handoff.items()}
+
+
+def finish_attempt(store: Store, delivery: str, node: str, result: AttemptResult,
+                   final: bool) -> None:
+    """Record the verdict; on success commit product then metadata on feat-<delivery>."""
+    if _record(store, delivery, node, result, final) and result.ok:
+        commit_metadata(store, delivery, node)
+
+
+def commit_metadata(store: Store, delivery: str, node: str) -> None:
+    state = store.read(delivery)
+    if not state.worktree:
+        return
+    step = state.get_step(node)
+    try:
+        sha = gitflow.commit_metadata(workdir(store, state), store.delivery_dir(delivery),
+                                      delivery, node, step.attempts)
+    except _git_error() as err:  # the step is completed; the next run commits again
+        raise gitflow.GitError(f"the metadata commit of `{node}` failed, the step stays "
+                               f"completed and the next `specops run {delivery}` commits it: "
+                               f"{err}") from err
+    with store.transaction(delivery) as state:
+        state.get_step(node).commits["metadata"] = sha
+        state.log("metadata committed", node, sha or "nothing to commit")
+
+
+def _record(store: Store, delivery: str, node: str, result: AttemptResult,
+            final: bool) -> bool:
+    with store.transaction(delivery) as state:
+        step = state.get_step(node)
+        if step.status != "running" or step.owner is None or step.owner.pid != current_owner().pid:
+            state.log("attempt result dropped", node, "the step was reopened or taken over "
+                      "while it ran")
+            return False
+        step.owner = None
+        if result.usage is not None:
+            step.usage.append(result.usage)
+        if result.review_usage is not None:
+            step.usage.append(result.review_usage)
+        if result.validation is not None:
+            step.validation_report = result.validation.as_metadata()
+        if result.preparation is not None:
+            step.preparation = result.preparation
+        if result.preflight is not None:
+            step.preflight = result.preflight
+        if result.review is not None:
+            step.reviews.append(result.review)
+        if result.ok:
+            risk = store.delivery_dir(delivery) / node / RISK_FILE
+            if risk.is_file():
+                raise_risk(state, node, risk.relative_to(store.root).as_posix())
+            if state.worktree:  # product first, so its SHA is in the metadata commit's state
+                step.commits = {"product": gitflow.commit_product(
+                    workdir(store, state), delivery, node, step.attempts),
+                    "metadata": METADATA_PENDING}
+            move(state, step, "completed", "run")
+            step.handoff, step.last_failure, step.feedback = result.handoff, None, None
+            handoff = workdir(store, state) / "docs" / "phase" / delivery / "handoff.md"
+            step.delivery_handoff = sha256_file(handoff) if handoff.is_file() else None
+            step.summary = result.message or step.summary
+            step.completed_at = now_iso()
+            state.log("completed", node, f"attempt {step.attempts}")
+        elif result.environment:
+            move(state, step, "blocked", "run")
+            step.blocked_reason, step.blocked_at = result.summary, now_iso()
+        elif final:
+            step.last_failure = result.summary
+            _record_error(state, step, result.summary)
+        else:
+            step.last_failure = result.summary
+            state.log("attempt failed", node, f"attempt {step.attempts}")
+        return True
+
+
+def _record_error(state: Delivery, step: Step, message: str) -> None:
+    move(state, step, "error", "run")
+    step.owner = None
+    step.error_message, step.failed_at = message, now_iso()

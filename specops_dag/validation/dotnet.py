@@ -1,0 +1,486 @@
+"""The `full` .NET 8 validation (seed 001 §8, DESIGN §8, reference dotnet-validation.md), written
+against the real `dotnet` CLI: SDK selection → discovery → TFM and ProjectReference evaluation
+(with the build's Configuration) → restore/build → `dotnet test` with TRX per test project
+(test projects found by evaluating `IsTestProject` after restore).
+
+The layout comes from a `ValidationConfig` (issue 16): SDK policy without global.json, which
+targets to build, analyzer frameworks, excluded snippets, NuGetAudit and the judge (`absolute`:
+warnings are errors; `regressions`: only what is new against the base's own baseline). One
+1,800 s deadline is shared by every stage. The verdict is data (`ValidationReport`); only a
+missing `dotnet` raises (an environment error).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from specops_dag.errors import ToolMissing
+from specops_dag.process import ProcessResult, run_process
+from specops_dag.validation import baseline as bl
+from specops_dag.validation.discovery import WHERE, Repo, discover
+from specops_dag.validation.sdk import check_global_json, parse_version, sdk_satisfies
+from specops_dag.validation.trx import judge_test_run
+from specops_dag.workflow.catalog import find_cycle
+from specops_dag.workflow.model import ValidationConfig
+
+DEADLINE_S = 1800.0
+CONFIGURATION = ValidationConfig().configuration  # the default `-c` (QA runs the build it made)
+COMMON = ["-nologo", "-nodeReuse:false"]
+DOTNET_ENV = {"DOTNET_NOLOGO": "1", "DOTNET_CLI_TELEMETRY_OPTOUT": "1",
+              "DOTNET_CLI_WORKLOAD_UPDATE_NOTIFY_DISABLE": "1", "DOTNET_CLI_UI_LANGUAGE": "en",
+              "MSBUILDDISABLENODEREUSE": "1", "DOTNET_CLI_USE_MSBUILD_SERVER": "0"}
+DROP_ENV = ("DOTNET_MSBUILD_SDK_RESOLVER_SDKS_DIR", "DOTNET_MSBUILD_SDK_RESOLVER_SDKS_VER",
+            "DOTNET_MSBUILD_SDK_RESOLVER_CLI_DIR", "MSBuildSDKsPath", "COREHOST_TRACE",
+            "DOTNET_HOST_TRACE")
+INSTALL_HINT = ("the .NET SDK (`dotnet`) is not installed or not on PATH: install the .NET 8 "
+                "SDK (https://dot.net/download) so full validation can build and test")
+# Verdicts a regressions judge compares with the baseline; the others are broken runs.
+COMPARABLE = ("passed", "failed", "skip-only", "zero tests", "exit code")
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """The verdict of one validation: where it stopped, what it ran and saw, and whom it is for:
+    `blame` "attempt" (feedback for the agent) or "environment" (a person must act)."""
+
+    passed: bool
+    mode: str
+    stage: str
+    message: str
+    command: str | None = None
+    exit_code: int | None = None
+    total: int = 0
+    executed: int = 0
+    passed_tests: int = 0
+    failed: int = 0
+    skipped: int = 0
+    failing_tests: tuple[str, ...] = ()
+    logs: tuple[str, ...] = ()
+    tail: str = ""
+    target_found: bool = True
+    notes: tuple[str, ...] = ()
+    blame: str = "attempt"
+    judge: str = "absolute"
+    sdk_version: str | None = None
+    commands: tuple[dict, ...] = ()  # every dotnet call: command, stage, exit code, duration
+    projects: tuple[dict, ...] = ()  # TRX totals per test project, failed and skipped names
+    warnings: tuple[str, ...] = ()  # build warnings seen (regressions judge), repo-relative
+    baseline: dict | None = None  # base and attempt side by side (regressions judge)
+
+    def describe(self) -> str:
+        head = (f"validation `{self.mode}` {'passed' if self.passed else 'failed'} at stage "
+                f"`{self.stage}`: {self.message}")
+        extra = [f"command: {self.command} (exit {self.exit_code})"] if self.command else []
+        extra += list(self.notes)
+        if self.baseline:
+            extra += bl.side_by_side(self.baseline)
+        if self.tail:
+            extra.append(f"log tail:\n{self.tail}")
+        return "\n".join([head, *extra])
+
+    def as_metadata(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+@dataclass
+class Run:
+    """One validation in progress: the shared deadline, the log folder, the commands run."""
+
+    root: Path
+    log_dir: Path
+    deadline: float
+    deadline_s: float
+    env: dict[str, str]
+    config: ValidationConfig = field(default_factory=ValidationConfig)
+    logs: list[str] = field(default_factory=list)
+    commands: list[dict] = field(default_factory=list)
+    sdk_version: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    projects: list[dict] = field(default_factory=list)
+
+    def dotnet(self, stage: str, *args: str) -> ProcessResult | ValidationReport:
+        remaining = self.deadline - time.monotonic()
+        command = "dotnet " + " ".join(args)
+        if remaining <= 0:
+            return self.fail(stage, f"the {self.deadline_s:g} s validation deadline ran out before "
+                             f"`{stage}`", command)
+        n = len(self.logs) // 2 + 1
+        out, err = self.log_dir / f"{n:02d}-{stage}.out", self.log_dir / f"{n:02d}-{stage}.err"
+        self.logs += [str(out), str(err)]
+        try:
+            result = run_process(["dotnet", *args], cwd=self.root, env=self.env,
+                                 deadline_s=remaining, stdout_path=out, stderr_path=err)
+        except ToolMissing as missing:
+            raise ToolMissing(INSTALL_HINT) from missing
+        self.commands.append({"stage": stage, "command": command, "exit_code": result.exit_code,
+                              "duration_s": result.duration_s, "timed_out": result.timed_out})
+        if result.timed_out:
+            return self.fail(stage, f"the {self.deadline_s:g} s validation deadline ran out during "
+                             f"`{stage}`; the process tree was killed", command, result)
+        return result
+
+    def fail(self, stage: str, message: str, command: str | None = None,
+             result: ProcessResult | None = None, **extra: object) -> ValidationReport:
+        tail = ""
+        if result is not None:
+            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-20:])
+        return self.report(False, stage, message, command=command,
+                           exit_code=result.exit_code if result else None, tail=tail, **extra)
+
+    def report(self, passed: bool, stage: str, message: str, **extra: object) -> ValidationReport:
+        return ValidationReport(passed, "full", stage, message, logs=tuple(self.logs),
+                                judge=self.config.judge, sdk_version=self.sdk_version,
+                                commands=tuple(self.commands), projects=tuple(self.projects),
+                                warnings=tuple(self.warnings), **extra)  # type: ignore[arg-type]
+
+
+def dotnet_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in DROP_ENV}
+    return {**env, **DOTNET_ENV}
+
+
+def start_run(root: Path, log_dir: Path, deadline_s: float, env: dict[str, str] | None,
+              config: ValidationConfig | None) -> tuple[Run, Repo]:
+    """The run every entry point starts with: its deadline, environment and settings, and the
+    repository as discovery sees it."""
+    root = root.resolve()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    run = Run(root, log_dir, time.monotonic() + deadline_s, deadline_s, dotnet_env(env),
+              config or ValidationConfig())
+    return run, discover(root, run.config)
+
+
+def validate_full(root: Path, log_dir: Path, deadline_s: float = DEADLINE_S,
+                  env: dict[str, str] | None = None, config: ValidationConfig | None = None,
+                  baseline: dict | None = None) -> ValidationReport:
+    """Run every stage against the repository at `root`; stop at the first failure. Under
+    `judge: regressions`, `baseline` (from the base tree's own report) is what the attempt is
+    compared with; without one the report *is* the baseline."""
+    run, repo = start_run(root, log_dir, deadline_s, env, config)
+    if repo.problem:
+        return run.fail("discovery", repo.problem)
+    if not repo.projects:
+        return ValidationReport(True, "full", "no validation target", "no C# project and no C# "
+                                "source in the repository: nothing to build or test (this is "
+                                "not a build success)", target_found=False)
+    for stage in (check_sdk, evaluate_projects, build_targets, run_tests):
+        outcome = stage(run, repo)
+        if isinstance(outcome, ValidationReport):
+            return outcome
+    return outcome_report(run, repo, baseline)
+
+
+def check_sdk(run: Run, repo: Repo) -> None | ValidationReport:
+    if not (repo.root / "global.json").exists() and not run.config.sdk.require_global_json:
+        return check_sdk_without_global_json(run)
+    if not (repo.root / "global.json").exists():
+        return run.fail("global.json", "no global.json pinning an 8.0 SDK at the repository "
+                        "root: add one (e.g. {\"sdk\": {\"version\": \"8.0.404\", "
+                        "\"rollForward\": \"latestPatch\"}}), or set "
+                        f"`validation.sdk.require_global_json: false` in {WHERE}")
+    policy = check_global_json(repo.root / "global.json")
+    if isinstance(policy, str):
+        return run.fail("global.json", policy)
+    result = run.dotnet("sdk", "--version")
+    if isinstance(result, ValidationReport):
+        return result
+    version = result.stdout.strip()
+    if result.exit_code == 0 and sdk_satisfies(policy, version):
+        run.sdk_version = version
+        return None
+    sdks = run.dotnet("sdk", "--list-sdks")
+    listing = sdks.stdout.strip() if isinstance(sdks, ProcessResult) else "(not available)"
+    why = (f"`dotnet --version` exited {result.exit_code}: no installed SDK matches global.json"
+           if result.exit_code != 0 else
+           f"`dotnet --version` selected {version!r}, which is not a .NET 8 SDK allowed by "
+           f"global.json (sdk.version {policy.version}, rollForward {policy.roll_forward})")
+    return run.fail("sdk", f"{why}; installed SDKs: {listing or 'none'}", "dotnet --version",
+                    result, blame="environment")
+
+
+def check_sdk_without_global_json(run: Run) -> None | ValidationReport:
+    """`sdk.require_global_json: false`: the SDK the host picks in the repo must be 8.0.x."""
+    result = run.dotnet("sdk", "--version")
+    if isinstance(result, ValidationReport):
+        return result
+    version = result.stdout.strip()
+    parsed = parse_version(version) if result.exit_code == 0 else None
+    if parsed is not None and (parsed.major, parsed.minor) == (8, 0):
+        run.sdk_version = version
+        return None
+    sdks = run.dotnet("sdk", "--list-sdks")
+    listing = sdks.stdout.strip() if isinstance(sdks, ProcessResult) else "(not available)"
+    said = f"selected {version!r}" if result.exit_code == 0 else f"exited {result.exit_code}"
+    return run.fail("sdk", f"no global.json, and `dotnet --version` in the repository {said}, "
+                    "not an 8.0 SDK: add a global.json pinning 8.0 (e.g. {\"sdk\": "
+                    "{\"version\": \"8.0.404\", \"rollForward\": \"latestPatch\"}}), or make "
+                    f"8.0 the newest installed SDK; installed SDKs: {listing or 'none'}",
+                    "dotnet --version", result, blame="environment")
+
+
+def msbuild_json(run: Run, stage: str, project: Path, *args: str
+                 ) -> dict | ValidationReport:
+    result = run.dotnet(stage, "msbuild", str(project), *COMMON, *args)
+    if isinstance(result, ValidationReport):
+        return result
+    command = f"dotnet msbuild {project} {' '.join(args)}"
+    text = result.stdout
+    start = next((m.start() for m in re.finditer(r"^\{\s*$", text, re.MULTILINE)), None)
+    if result.exit_code != 0 or start is None:
+        return run.fail(stage, f"MSBuild could not evaluate {rel(run.root, project)} "
+                        f"(exit {result.exit_code})", command, result)
+    try:
+        return json.loads(text[start:])
+    except json.JSONDecodeError as err:
+        return run.fail(stage, f"MSBuild printed invalid JSON for {rel(run.root, project)}: "
+                        f"{err}", command, result)
+
+
+def rel(root: Path, path: Path) -> str:
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+
+
+def frameworks(props: dict) -> set[str]:
+    """The union of TargetFrameworks and TargetFramework, lower case (reference §3)."""
+    tfms = {t.strip().lower() for t in str(props.get("TargetFrameworks", "")).split(";")
+            if t.strip()}
+    one = str(props.get("TargetFramework", "")).strip().lower()
+    return tfms | ({one} if one else set())
+
+
+def evaluate_projects(run: Run, repo: Repo) -> None | ValidationReport:
+    """Every project evaluated with the build's Configuration; TFMs must be exactly net8.0
+    (Roslyn components: one of `analyzer_frameworks`); references walked by real path."""
+    cfg = f"-p:Configuration={run.config.configuration}"
+    props = ["-getProperty:TargetFramework", "-getProperty:TargetFrameworks",
+             "-getProperty:IsRoslynComponent", "-getItem:ProjectReference"]
+    graph: dict[Path, list[Path]] = {}
+    seen: dict[Path, set[str]] = {}
+    queue = [p.resolve() for p in repo.projects]
+    while queue:
+        project = queue.pop(0)
+        if project in graph:
+            continue
+        data = msbuild_json(run, "evaluation", project, cfg, *props)
+        if isinstance(data, ValidationReport):
+            return data
+        p = data.get("Properties", {})
+        tfms = seen[project] = frameworks(p)
+        if str(p.get("IsRoslynComponent", "")).lower() == "true":
+            repo.analyzers.add(project)
+        if len(tfms) == 1 and not str(p.get("TargetFramework", "")).strip():
+            # one TFM via TargetFrameworks: take references from the inner build's view
+            data = msbuild_json(run, "evaluation", project, cfg,
+                                f"-p:TargetFramework={next(iter(tfms))}", *props)
+            if isinstance(data, ValidationReport):
+                return data
+        graph[project] = []
+        for ref in data.get("Items", {}).get("ProjectReference", []):
+            target = Path(os.path.realpath(ref.get("FullPath") or ref.get("Identity", "")))
+            name = rel(run.root, project)
+            if not target.is_relative_to(run.root):
+                return run.fail("evaluation", f"{name}: ProjectReference {ref.get('Identity')} "
+                                f"resolves to {target}, outside the repository; keep references "
+                                "inside it")
+            if not target.exists():
+                return run.fail("evaluation", f"{name}: ProjectReference {ref.get('Identity')} "
+                                f"does not exist ({target})")
+            if str(ref.get("OutputItemType", "")).lower() == "analyzer":
+                repo.analyzers.add(target)
+            graph[project].append(target)
+            queue.append(target)
+    for project, tfms in seen.items():
+        problem = framework_problem(run, repo, project, tfms)
+        if problem:
+            return run.fail("evaluation", problem, f"dotnet msbuild {project} {cfg} "
+                            f"{' '.join(props)}")
+    cycle = find_cycle(graph)
+    if cycle:
+        return run.fail("evaluation", "ProjectReference cycle: " + " -> ".join(
+            rel(run.root, c) for c in cycle))
+    return None
+
+
+def framework_problem(run: Run, repo: Repo, project: Path, tfms: set[str]) -> str | None:
+    name = rel(run.root, project)
+    if tfms == {"net8.0"}:
+        return None
+    allowed = {t.lower() for t in run.config.analyzer_frameworks}
+    if project in repo.analyzers:
+        if len(tfms) == 1 and tfms <= allowed | {"net8.0"}:
+            return None
+        return (f"{name}: target frameworks {sorted(tfms) or 'none'}; an analyzer or source "
+                f"generator project must target exactly one of "
+                f"{', '.join(sorted(allowed | {'net8.0'}))}")
+    hint = (f" (analyzer and source-generator projects, `IsRoslynComponent` or referenced with "
+            f"OutputItemType=\"Analyzer\", may target {', '.join(sorted(allowed))})"
+            if tfms & allowed else "")
+    return (f"{name}: target frameworks {sorted(tfms) or 'none'}; every project must target "
+            f"exactly net8.0{hint}")
+
+
+def build_argv(run: Run, stage: str, target: Path) -> list[str]:
+    strict = ["-warnaserror"] if run.config.judge == "absolute" else []
+    if stage == "restore":
+        return ["restore", str(target), *COMMON, "-tl:off", *strict]
+    return ["build", str(target), "--no-restore", "-c", run.config.configuration, *COMMON,
+            "-tl:off", *strict, "--no-incremental", "-p:UseSharedCompilation=false"]
+
+
+def build_targets(run: Run, repo: Repo, stages: tuple[str, ...] = ("restore", "build")
+                  ) -> None | ValidationReport:
+    """Restore and build the targets and every project they miss (warnings as errors under
+    `judge: absolute`; collected for the baseline under `regressions`)."""
+    targets = list(repo.targets)
+    targets += [p for p in repo.projects if p.resolve() not in repo.in_solution]
+    for target in targets:
+        for stage in stages:
+            args = build_argv(run, stage, target)
+            result = run.dotnet(stage, *args)
+            if isinstance(result, ValidationReport):
+                return result
+            for _, key in bl.diagnostics(result.stdout, run.root, "warning"):
+                if key not in run.warnings:
+                    run.warnings.append(key)
+            if result.exit_code != 0:
+                return build_failure(run, stage, target, args, result)
+    return None
+
+
+def build_failure(run: Run, stage: str, target: Path, args: list[str],
+                  result: ProcessResult) -> ValidationReport:
+    found = bl.diagnostics(result.stdout, run.root, "error")
+    errors = [ln.strip() for ln in result.stdout.splitlines() if ": error " in ln]
+    first = f"; first error: {errors[0]}" if errors else ""
+    message = (f"`dotnet {stage}` of {rel(run.root, target)} failed (exit {result.exit_code})"
+               f"{first}")
+    blame = "attempt"
+    if bl.audit_only([code for code, _ in found]):
+        message += f"; {bl.audit_advice([key for _, key in found])}"
+        blame = "environment" if run.config.nuget_audit == "environment" else "attempt"
+    return run.fail(stage, message, "dotnet " + " ".join(args), result, blame=blame)
+
+
+def restore_worktree(root: Path, log_dir: Path, env: dict[str, str],
+                     deadline_s: float = DEADLINE_S, config: ValidationConfig | None = None
+                     ) -> ValidationReport | None:
+    """The restore the validation runs, done by the executor before the agent's first attempt
+    (outside the sandbox, network allowed), so the agent can build and test `--no-restore`.
+    None when there is nothing to restore (no project, or a layout the validation rejects);
+    raises ToolMissing without `dotnet`."""
+    run, repo = start_run(root, log_dir, deadline_s, env, config)
+    if repo.problem or not repo.projects:
+        return None
+    failed = build_targets(run, repo, stages=("restore",))
+    return failed or ValidationReport(True, "restore", "restore", "restored", logs=tuple(run.logs))
+
+
+def build_worktree(root: Path, log_dir: Path, env: dict[str, str],
+                   deadline_s: float = DEADLINE_S, config: ValidationConfig | None = None
+                   ) -> ValidationReport:
+    """Restore and build as the validation does (warnings as errors under `judge: absolute`),
+    without evaluating or testing: what QA needs before it runs the application. Raises
+    ToolMissing without `dotnet`."""
+    run, repo = start_run(root, log_dir, deadline_s, env, config)
+    if repo.problem:
+        return run.fail("discovery", repo.problem)
+    failed = build_targets(run, repo)
+    return failed or ValidationReport(True, "build", "build", "restored and built",
+                                      logs=tuple(run.logs))
+
+
+def find_tests(run: Run, repo: Repo) -> None | ValidationReport:
+    """After restore, `IsTestProject` of every project as MSBuild evaluates it (so a test SDK
+    from Directory.Build.props or a package's .props counts); MTP test apps are refused."""
+    for project in repo.projects:
+        data = msbuild_json(run, "test", project, f"-p:Configuration={run.config.configuration}",
+                            "-getProperty:IsTestProject",
+                            "-getProperty:TestingPlatformDotnetTestSupport")
+        if isinstance(data, ValidationReport):
+            return data
+        props = data.get("Properties", {})
+        if str(props.get("TestingPlatformDotnetTestSupport", "")).lower() == "true":
+            return run.fail("test", f"{rel(run.root, project)} runs on Microsoft.Testing."
+                            "Platform (TestingPlatformDotnetTestSupport=true): `dotnet test "
+                            "--logger trx` writes no VSTest TRX there; use the VSTest adapter "
+                            "for validation")
+        if str(props.get("IsTestProject", "")).lower() == "true":
+            repo.tests.append(project)
+    if not repo.tests:
+        return run.fail("test", "no test project found (no project evaluates IsTestProject=true "
+                        "after restore); zero executed tests is a failure")
+    return None
+
+
+def run_tests(run: Run, repo: Repo) -> None | ValidationReport:
+    """`dotnet test` per test project, TRX in a fresh directory per call, every TRX judged.
+    `absolute` stops at the first failing project; `regressions` collects them all."""
+    found = find_tests(run, repo)
+    if found is not None:
+        return found
+    totals = {"total": 0, "executed": 0, "passed_tests": 0, "failed": 0, "skipped": 0}
+    for project in repo.tests:
+        name = rel(run.root, project)
+        results = run.log_dir / f"trx-{len(run.logs) // 2 + 1:02d}-{uuid.uuid4().hex[:8]}"
+        results.mkdir(parents=True)
+        args = ["test", str(project), "--no-build", "-c", run.config.configuration, *COMMON,
+                "--logger", "trx;LogFileName=results.trx", "--results-directory", str(results)]
+        result = run.dotnet("test", *args)
+        if isinstance(result, ValidationReport):
+            return result
+        verdict = judge_test_run(results, result.exit_code, result.timed_out)
+        counts = {"total": verdict.total, "executed": verdict.executed,
+                  "passed_tests": verdict.passed_count, "failed": verdict.failed,
+                  "skipped": verdict.skipped}
+        run.projects.append({"project": name, "verdict": verdict.reason, "total": verdict.total,
+                             "executed": verdict.executed, "passed": verdict.passed_count,
+                             "failed": verdict.failed, "skipped": verdict.skipped,
+                             "failed_tests": list(verdict.failing_tests),
+                             "skipped_tests": list(verdict.skipped_tests), "trx": verdict.trx})
+        for key, value in counts.items():
+            totals[key] += value
+        broken = verdict.reason not in COMPARABLE or verdict.trx is None or (
+            verdict.reason in ("exit code", "failed") and not verdict.failing_tests)
+        if not verdict.passed and (run.config.judge == "absolute" or broken):
+            return run.fail("test", f"{name}: {verdict.reason}: {verdict.detail}",
+                            "dotnet " + " ".join(args), result,
+                            failing_tests=tuple(verdict.failing_tests), **counts)
+    repo.counts = totals
+    return None
+
+
+def outcome_report(run: Run, repo: Repo, baseline: dict | None) -> ValidationReport:
+    c = repo.counts
+    failing = tuple(t for p in run.projects for t in p["failed_tests"])
+    summary = (f"{len(repo.tests)} test project(s): {c['executed']} of {c['total']} tests "
+               f"executed, {c['passed_tests']} passed, {c['skipped']} skipped")
+    if run.config.judge == "absolute":
+        return replace(run.report(True, "test", summary), **c)
+    if c["executed"] == 0:
+        return replace(run.fail("test", f"{summary}: zero executed tests is a failure, even "
+                                "against a baseline"), **c)
+    if baseline is None:  # the base tree itself: what it has becomes the baseline
+        return replace(run.report(True, "test", f"{summary}; baseline recorded: "
+                                  f"{len(run.warnings)} warning(s), {len(failing)} failing "
+                                  "test(s)", failing_tests=failing), **c)
+    comparison = bl.compare(bl.baseline_of(baseline), run.warnings, run.projects)
+    found = bl.regressions(comparison)
+    audit = len(found) == 1 and bl.audit_only([w.split(": warning ")[-1].split(":")[0]
+                                               for w in comparison["new_warnings"]])
+    if found:
+        blame = ("environment" if audit and run.config.nuget_audit == "environment"
+                 else "attempt")
+        note = f"; {bl.audit_advice(comparison['new_warnings'])}" if audit else ""
+        return replace(run.report(False, "regressions", "worse than the base: "
+                                  + "; ".join(found) + note, failing_tests=failing,
+                                  baseline=comparison, blame=blame), **c)
+    return replace(run.report(True, "regressions", f"{summary}; no regression against the base "
+                              f"({len(comparison['warnings']['base'])} warning(s), "
+                              f"{len(comparison['failing_tests']['base'])} failing test(s) "
+                              "there already)", failing_tests=failing, baseline=comparison), **c)

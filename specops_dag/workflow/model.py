@@ -1,0 +1,255 @@
+"""Pydantic models of the YAML a workflow author writes: `kind: workflow`, `kind: phase`, skills and
+the skill graph (DESIGN §4, seed 004).
+
+Only shapes and single-file rules live here; rules that need several files (unknown `needs`,
+cycles, contracts, skill files on disk) are checked by `catalog`. No I/O, no dagster.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+# Agent calls per step (seed 001 §6): the step budget, the evaluator's rounds cap and the
+# Dagster retry policy of every node asset all derive from it.
+MAX_ATTEMPTS = 3
+Ident = Annotated[str, Field(pattern=ID_PATTERN)]
+GateName = Literal["scope", "requirements", "design", "target-write", "risk", "external-write"]
+GATE_NAMES: tuple[str, ...] = GateName.__args__  # type: ignore[attr-defined]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Contract(Strict):
+    contract: Ident
+
+
+class InputRef(Strict):
+    """Where a node input comes from: the workflow's own input, or an upstream output port."""
+
+    input: Ident | None = None
+    node: Ident | None = None
+    output: Ident | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> InputRef:
+        if self.input is not None and (self.node is not None or self.output is not None):
+            raise ValueError("give either `input`, or `node` and `output`, not both")
+        if self.input is None and (self.node is None or self.output is None):
+            raise ValueError("give either `input: <workflow input>` or "
+                             "`node: <id>, output: <port>`")
+        return self
+
+
+class OutputRef(Strict):
+    node: Ident
+    output: Ident
+
+
+class Gates(Strict):
+    """Human confirmation points (seed 004) around a node: `before` it runs, `after` it ends."""
+
+    before: GateName | None = None
+    after: GateName | None = None
+
+
+class Review(Strict):
+    phase: Ident
+    max_rounds: int = Field(default=3, ge=1)  # ≤ the step's 3 calls: checked at load (catalog)
+
+
+class Node(Strict):
+    id: Ident
+    phase: Ident
+    needs: list[Ident] = []
+    inputs: dict[Ident, InputRef] = {}
+    gates: Gates = Gates()
+    review: Review | None = None
+    context_files: list[str] = []
+
+
+class Budget(Strict):
+    tokens: int | None = Field(default=None, ge=1)
+
+
+class Workflow(Strict):
+    kind: Literal["workflow"]
+    id: Ident
+    description: str = ""
+    inputs: dict[Ident, Contract] = {}
+    gates: Gates = Gates()
+    budget: Budget = Budget()  # tokens for the whole delivery
+    nodes: list[Node] = Field(min_length=1)
+    outputs: dict[Ident, OutputRef] = {}
+
+
+class Executor(Strict):
+    """`codex` and `evaluator` run the agent; `command` runs a deterministic argv (seed 004)."""
+
+    kind: Literal["codex", "evaluator", "command"]
+    argv: list[str] | None = None
+    timeout_s: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _argv_only_for_commands(self) -> Executor:
+        if self.kind == "command" and not self.argv:
+            raise ValueError("a command executor needs `argv`: a non-empty list of strings")
+        if self.kind != "command" and self.argv is not None:
+            raise ValueError(f"`argv` is only for `kind: command`, not `kind: {self.kind}`")
+        return self
+
+
+class When(Strict):
+    platforms: list[str] = Field(min_length=1)
+
+
+class Skill(Strict):
+    id: Ident
+    path: str
+    load: Literal["entry", "on-demand"]
+    required: bool = False
+    when: When | None = None
+
+
+class Criterion(Strict):
+    """An evaluator criterion: scored 0-10, it must reach `threshold` (a hard threshold)."""
+
+    id: Ident
+    description: str = Field(min_length=1)
+    threshold: int = Field(ge=1, le=10)
+
+
+HttpMethod = Literal["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+
+
+class QaProbe(Strict):
+    """One HTTP request to the running application and what its answer must show."""
+
+    id: Ident
+    method: HttpMethod = "GET"
+    path: str  # from the application's base URL: starts with `/` (checked at load)
+    headers: dict[str, str] = {}
+    body: str | None = None  # sent as is; give a Content-Type in `headers`
+    status: int = Field(default=200, ge=100, le=599)
+    body_contains: list[str] = []
+
+
+class QaPage(Strict):
+    """A page opened in Chromium (through Playwright): screenshot and visible text are saved."""
+
+    id: Ident
+    path: str
+    status: int | None = Field(default=None, ge=100, le=599)  # of the page's own response
+    text_contains: list[str] = []
+
+
+class Qa(Strict):
+    """QA against the running application (seed 003): in a throwaway worktree at the
+    generator's work, restore and build (and with `tests`, the whole validation), start
+    `project` with `dotnet run` on a free loopback port, then probe it."""
+
+    project: str | None = None  # the .csproj to run; default: the one Microsoft.NET.Sdk.Web project
+    tests: bool = False
+    startup_timeout_s: int = Field(default=120, ge=1)
+    deadline_s: int = Field(default=900, ge=1)  # the whole QA stage, within execution.timeout_s
+    env: dict[str, str] = {}  # for the application only (e.g. ASPNETCORE_ENVIRONMENT)
+    probes: list[QaProbe] = []
+    browser: list[QaPage] = []
+    required: bool = False  # a skipped QA (no SDK) blocks the step instead of being reported
+
+
+class Execution(Strict):
+    goal: str = Field(min_length=1)
+    executor: Executor
+    sandbox: Literal["read-only", "workspace-write"] | None = None
+    timeout_s: int = Field(default=3600, ge=1)
+    idle_timeout_s: int = Field(default=600, ge=1)
+    # While one of the agent's commands runs, the idle watchdog waits; this caps each command.
+    command_timeout_s: int = Field(default=1800, ge=1)
+    # Network inside the agent's sandbox (workspace-write only); off unless a phase says so.
+    network: bool = False
+    skills: list[Skill] = []
+    gates: Gates = Gates()
+    budget: Budget = Budget()
+    expects_product_change: bool = False  # no product change after exit 0 → a failed attempt
+    criteria: list[Criterion] = []  # evaluator phases only
+    qa: Qa | None = None  # evaluator phases only
+
+
+class Artifact(Strict):
+    id: Ident
+    path: str = Field(min_length=1)
+    required: bool = True
+
+
+class InputPorts(Strict):
+    ports: dict[Ident, Contract] = {}
+
+
+class Output(Strict):
+    ports: dict[Ident, Contract] = {}
+    artifacts: list[Artifact] = []
+
+
+ValidationMode = Literal["full", "docs-only", "none"]
+AUDIT_CODES = ("NU1900", "NU1901", "NU1902", "NU1903", "NU1904")
+
+
+class SdkRule(Strict):
+    """Without global.json (most real repositories have none) `dotnet --version` in the repo
+    must then report an 8.0 SDK; with it, global.json must pin one (the default)."""
+
+    require_global_json: bool = True
+
+
+class ValidationConfig(Strict):
+    """How `full` validation reads a repository (issue 16): the harness root's
+    `workflow_defs/validation.yaml`, overridden key by key by a phase's `validation:` mapping.
+    `judge: regressions` compares an attempt with the base tree's own warnings and tests."""
+
+    mode: ValidationMode = "full"
+    judge: Literal["absolute", "regressions"] = "absolute"
+    sdk: SdkRule = SdkRule()
+    build: list[str] = []  # the solution or projects to build when the root has several
+    configuration: str = "Release"  # -c of build and test, -p:Configuration= of evaluation
+    analyzer_frameworks: list[str] = ["netstandard2.0"]  # allowed for Roslyn components only
+    exclude: list[str] = []  # globs (repo-relative) of C# sources and projects never validated
+    nuget_audit: Literal["environment", "failure"] = "environment"  # NU1900–NU1904
+
+
+class ValidationFile(Strict):
+    """`workflow_defs/validation.yaml` of a harness root: the layout defaults of every phase."""
+
+    validation: ValidationConfig
+
+
+class Phase(Strict):
+    kind: Literal["phase"]
+    id: Ident
+    description: str = ""
+    input: InputPorts = InputPorts()
+    execution: Execution
+    output: Output = Output()
+    validation: ValidationMode | ValidationConfig = "full"
+    context_files: list[str] = []
+
+    @property
+    def validation_mode(self) -> str:
+        return self.validation if isinstance(self.validation, str) else self.validation.mode
+
+
+class SkillEdge(Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    source: Ident = Field(alias="from")
+    to: Ident
+    type: Literal["dynamic_load", "static_load"] = "dynamic_load"
+    reason: str = Field(min_length=1)
+
+
+class SkillGraph(Strict):
+    edges: list[SkillEdge] = []
