@@ -19,6 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NoReturn
 
 from specops_dag.errors import ToolMissing
 from specops_dag.process import ProcessResult, run_process
@@ -88,6 +89,14 @@ class ValidationReport:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
 
 
+class StageFailed(Exception):
+    """A stage that cannot pass: the one way a stage ends the validation, with its report."""
+
+    def __init__(self, report: ValidationReport) -> None:
+        super().__init__(report.message)
+        self.report = report
+
+
 @dataclass
 class Run:
     """One validation in progress: the shared deadline, the log folder, the commands run."""
@@ -104,11 +113,11 @@ class Run:
     warnings: list[str] = field(default_factory=list)
     projects: list[dict] = field(default_factory=list)
 
-    def dotnet(self, stage: str, *args: str) -> ProcessResult | ValidationReport:
+    def dotnet(self, stage: str, *args: str) -> ProcessResult:
         remaining = self.deadline - time.monotonic()
         command = "dotnet " + " ".join(args)
         if remaining <= 0:
-            return self.fail(stage, f"the {self.deadline_s:g} s validation deadline ran out before "
+            self.fail(stage, f"the {self.deadline_s:g} s validation deadline ran out before "
                              f"`{stage}`", command)
         n = len(self.logs) // 2 + 1
         out, err = self.log_dir / f"{n:02d}-{stage}.out", self.log_dir / f"{n:02d}-{stage}.err"
@@ -121,12 +130,17 @@ class Run:
         self.commands.append({"stage": stage, "command": command, "exit_code": result.exit_code,
                               "duration_s": result.duration_s, "timed_out": result.timed_out})
         if result.timed_out:
-            return self.fail(stage, f"the {self.deadline_s:g} s validation deadline ran out during "
+            self.fail(stage, f"the {self.deadline_s:g} s validation deadline ran out during "
                              f"`{stage}`; the process tree was killed", command, result)
         return result
 
     def fail(self, stage: str, message: str, command: str | None = None,
-             result: ProcessResult | None = None, **extra: object) -> ValidationReport:
+             result: ProcessResult | None = None, **extra: object) -> NoReturn:
+        """End the validation at `stage`: the report travels up as `StageFailed`."""
+        raise StageFailed(self.failure(stage, message, command, result, **extra))
+
+    def failure(self, stage: str, message: str, command: str | None = None,
+                result: ProcessResult | None = None, **extra: object) -> ValidationReport:
         tail = ""
         if result is not None:
             tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-20:])
@@ -164,81 +178,80 @@ def validate_full(root: Path, log_dir: Path, deadline_s: float = DEADLINE_S,
     compared with; without one the report *is* the baseline."""
     run, repo = start_run(root, log_dir, deadline_s, env, config)
     if repo.problem:
-        return run.fail("discovery", repo.problem)
+        return run.failure("discovery", repo.problem)
     if not repo.projects:
         return ValidationReport(True, "full", "no validation target", "no C# project and no C# "
                                 "source in the repository: nothing to build or test (this is "
                                 "not a build success)", target_found=False)
-    for stage in (check_sdk, evaluate_projects, build_targets, run_tests):
-        outcome = stage(run, repo)
-        if isinstance(outcome, ValidationReport):
-            return outcome
+    try:
+        for stage in (check_sdk, evaluate_projects, build_targets, run_tests):
+            stage(run, repo)
+    except StageFailed as failed:
+        return failed.report
     return outcome_report(run, repo, baseline)
 
 
-def check_sdk(run: Run, repo: Repo) -> None | ValidationReport:
+def check_sdk(run: Run, repo: Repo) -> None:
     if not (repo.root / "global.json").exists() and not run.config.sdk.require_global_json:
         return check_sdk_without_global_json(run)
     if not (repo.root / "global.json").exists():
-        return run.fail("global.json", "no global.json pinning an 8.0 SDK at the repository "
+        run.fail("global.json", "no global.json pinning an 8.0 SDK at the repository "
                         "root: add one (e.g. {\"sdk\": {\"version\": \"8.0.404\", "
                         "\"rollForward\": \"latestPatch\"}}), or set "
                         f"`validation.sdk.require_global_json: false` in {WHERE}")
     policy = check_global_json(repo.root / "global.json")
     if isinstance(policy, str):
-        return run.fail("global.json", policy)
+        run.fail("global.json", policy)
     result = run.dotnet("sdk", "--version")
-    if isinstance(result, ValidationReport):
-        return result
     version = result.stdout.strip()
     if result.exit_code == 0 and sdk_satisfies(policy, version):
         run.sdk_version = version
         return None
-    sdks = run.dotnet("sdk", "--list-sdks")
-    listing = sdks.stdout.strip() if isinstance(sdks, ProcessResult) else "(not available)"
+    listing = installed_sdks(run)
     why = (f"`dotnet --version` exited {result.exit_code}: no installed SDK matches global.json"
            if result.exit_code != 0 else
            f"`dotnet --version` selected {version!r}, which is not a .NET 8 SDK allowed by "
            f"global.json (sdk.version {policy.version}, rollForward {policy.roll_forward})")
-    return run.fail("sdk", f"{why}; installed SDKs: {listing or 'none'}", "dotnet --version",
+    run.fail("sdk", f"{why}; installed SDKs: {listing or 'none'}", "dotnet --version",
                     result, blame="environment")
 
 
-def check_sdk_without_global_json(run: Run) -> None | ValidationReport:
+def installed_sdks(run: Run) -> str:
+    try:
+        return run.dotnet("sdk", "--list-sdks").stdout.strip()
+    except StageFailed:  # the deadline ran out: the SDK stage's own failure is what counts
+        return "(not available)"
+
+
+def check_sdk_without_global_json(run: Run) -> None:
     """`sdk.require_global_json: false`: the SDK the host picks in the repo must be 8.0.x."""
     result = run.dotnet("sdk", "--version")
-    if isinstance(result, ValidationReport):
-        return result
     version = result.stdout.strip()
     parsed = parse_version(version) if result.exit_code == 0 else None
     if parsed is not None and (parsed.major, parsed.minor) == (8, 0):
         run.sdk_version = version
         return None
-    sdks = run.dotnet("sdk", "--list-sdks")
-    listing = sdks.stdout.strip() if isinstance(sdks, ProcessResult) else "(not available)"
+    listing = installed_sdks(run)
     said = f"selected {version!r}" if result.exit_code == 0 else f"exited {result.exit_code}"
-    return run.fail("sdk", f"no global.json, and `dotnet --version` in the repository {said}, "
+    run.fail("sdk", f"no global.json, and `dotnet --version` in the repository {said}, "
                     "not an 8.0 SDK: add a global.json pinning 8.0 (e.g. {\"sdk\": "
                     "{\"version\": \"8.0.404\", \"rollForward\": \"latestPatch\"}}), or make "
                     f"8.0 the newest installed SDK; installed SDKs: {listing or 'none'}",
                     "dotnet --version", result, blame="environment")
 
 
-def msbuild_json(run: Run, stage: str, project: Path, *args: str
-                 ) -> dict | ValidationReport:
+def msbuild_json(run: Run, stage: str, project: Path, *args: str) -> dict:
     result = run.dotnet(stage, "msbuild", str(project), *COMMON, *args)
-    if isinstance(result, ValidationReport):
-        return result
     command = f"dotnet msbuild {project} {' '.join(args)}"
     text = result.stdout
     start = next((m.start() for m in re.finditer(r"^\{\s*$", text, re.MULTILINE)), None)
     if result.exit_code != 0 or start is None:
-        return run.fail(stage, f"MSBuild could not evaluate {rel(run.root, project)} "
+        run.fail(stage, f"MSBuild could not evaluate {rel(run.root, project)} "
                         f"(exit {result.exit_code})", command, result)
     try:
         return json.loads(text[start:])
     except json.JSONDecodeError as err:
-        return run.fail(stage, f"MSBuild printed invalid JSON for {rel(run.root, project)}: "
+        run.fail(stage, f"MSBuild printed invalid JSON for {rel(run.root, project)}: "
                         f"{err}", command, result)
 
 
@@ -254,7 +267,7 @@ def frameworks(props: dict) -> set[str]:
     return tfms | ({one} if one else set())
 
 
-def evaluate_projects(run: Run, repo: Repo) -> None | ValidationReport:
+def evaluate_projects(run: Run, repo: Repo) -> None:
     """Every project evaluated with the build's Configuration; TFMs must be exactly net8.0
     (Roslyn components: one of `analyzer_frameworks`); references walked by real path."""
     cfg = f"-p:Configuration={run.config.configuration}"
@@ -268,8 +281,6 @@ def evaluate_projects(run: Run, repo: Repo) -> None | ValidationReport:
         if project in graph:
             continue
         data = msbuild_json(run, "evaluation", project, cfg, *props)
-        if isinstance(data, ValidationReport):
-            return data
         p = data.get("Properties", {})
         tfms = seen[project] = frameworks(p)
         if str(p.get("IsRoslynComponent", "")).lower() == "true":
@@ -278,18 +289,16 @@ def evaluate_projects(run: Run, repo: Repo) -> None | ValidationReport:
             # one TFM via TargetFrameworks: take references from the inner build's view
             data = msbuild_json(run, "evaluation", project, cfg,
                                 f"-p:TargetFramework={next(iter(tfms))}", *props)
-            if isinstance(data, ValidationReport):
-                return data
         graph[project] = []
         for ref in data.get("Items", {}).get("ProjectReference", []):
             target = Path(os.path.realpath(ref.get("FullPath") or ref.get("Identity", "")))
             name = rel(run.root, project)
             if not target.is_relative_to(run.root):
-                return run.fail("evaluation", f"{name}: ProjectReference {ref.get('Identity')} "
+                run.fail("evaluation", f"{name}: ProjectReference {ref.get('Identity')} "
                                 f"resolves to {target}, outside the repository; keep references "
                                 "inside it")
             if not target.exists():
-                return run.fail("evaluation", f"{name}: ProjectReference {ref.get('Identity')} "
+                run.fail("evaluation", f"{name}: ProjectReference {ref.get('Identity')} "
                                 f"does not exist ({target})")
             if str(ref.get("OutputItemType", "")).lower() == "analyzer":
                 repo.analyzers.add(target)
@@ -298,11 +307,11 @@ def evaluate_projects(run: Run, repo: Repo) -> None | ValidationReport:
     for project, tfms in seen.items():
         problem = framework_problem(run, repo, project, tfms)
         if problem:
-            return run.fail("evaluation", problem, f"dotnet msbuild {project} {cfg} "
+            run.fail("evaluation", problem, f"dotnet msbuild {project} {cfg} "
                             f"{' '.join(props)}")
     cycle = find_cycle(graph)
     if cycle:
-        return run.fail("evaluation", "ProjectReference cycle: " + " -> ".join(
+        run.fail("evaluation", "ProjectReference cycle: " + " -> ".join(
             rel(run.root, c) for c in cycle))
     return None
 
@@ -334,7 +343,7 @@ def build_argv(run: Run, stage: str, target: Path) -> list[str]:
 
 
 def build_targets(run: Run, repo: Repo, stages: tuple[str, ...] = ("restore", "build")
-                  ) -> None | ValidationReport:
+                  ) -> None:
     """Restore and build the targets and every project they miss (warnings as errors under
     `judge: absolute`; collected for the baseline under `regressions`)."""
     targets = list(repo.targets)
@@ -343,18 +352,16 @@ def build_targets(run: Run, repo: Repo, stages: tuple[str, ...] = ("restore", "b
         for stage in stages:
             args = build_argv(run, stage, target)
             result = run.dotnet(stage, *args)
-            if isinstance(result, ValidationReport):
-                return result
             for _, key in bl.diagnostics(result.stdout, run.root, "warning"):
                 if key not in run.warnings:
                     run.warnings.append(key)
             if result.exit_code != 0:
-                return build_failure(run, stage, target, args, result)
+                build_failure(run, stage, target, args, result)
     return None
 
 
 def build_failure(run: Run, stage: str, target: Path, args: list[str],
-                  result: ProcessResult) -> ValidationReport:
+                  result: ProcessResult) -> NoReturn:
     found = bl.diagnostics(result.stdout, run.root, "error")
     errors = [ln.strip() for ln in result.stdout.splitlines() if ": error " in ln]
     first = f"; first error: {errors[0]}" if errors else ""
@@ -364,7 +371,7 @@ def build_failure(run: Run, stage: str, target: Path, args: list[str],
     if bl.audit_only([code for code, _ in found]):
         message += f"; {bl.audit_advice([key for _, key in found])}"
         blame = "environment" if run.config.nuget_audit == "environment" else "attempt"
-    return run.fail(stage, message, "dotnet " + " ".join(args), result, blame=blame)
+    run.fail(stage, message, "dotnet " + " ".join(args), result, blame=blame)
 
 
 def restore_worktree(root: Path, log_dir: Path, env: dict[str, str],
@@ -377,8 +384,11 @@ def restore_worktree(root: Path, log_dir: Path, env: dict[str, str],
     run, repo = start_run(root, log_dir, deadline_s, env, config)
     if repo.problem or not repo.projects:
         return None
-    failed = build_targets(run, repo, stages=("restore",))
-    return failed or ValidationReport(True, "restore", "restore", "restored", logs=tuple(run.logs))
+    try:
+        build_targets(run, repo, stages=("restore",))
+    except StageFailed as failed:
+        return failed.report
+    return ValidationReport(True, "restore", "restore", "restored", logs=tuple(run.logs))
 
 
 def build_worktree(root: Path, log_dir: Path, env: dict[str, str],
@@ -389,41 +399,39 @@ def build_worktree(root: Path, log_dir: Path, env: dict[str, str],
     ToolMissing without `dotnet`."""
     run, repo = start_run(root, log_dir, deadline_s, env, config)
     if repo.problem:
-        return run.fail("discovery", repo.problem)
-    failed = build_targets(run, repo)
-    return failed or ValidationReport(True, "build", "build", "restored and built",
-                                      logs=tuple(run.logs))
+        return run.failure("discovery", repo.problem)
+    try:
+        build_targets(run, repo)
+    except StageFailed as failed:
+        return failed.report
+    return ValidationReport(True, "build", "build", "restored and built", logs=tuple(run.logs))
 
 
-def find_tests(run: Run, repo: Repo) -> None | ValidationReport:
+def find_tests(run: Run, repo: Repo) -> None:
     """After restore, `IsTestProject` of every project as MSBuild evaluates it (so a test SDK
     from Directory.Build.props or a package's .props counts); MTP test apps are refused."""
     for project in repo.projects:
         data = msbuild_json(run, "test", project, f"-p:Configuration={run.config.configuration}",
                             "-getProperty:IsTestProject",
                             "-getProperty:TestingPlatformDotnetTestSupport")
-        if isinstance(data, ValidationReport):
-            return data
         props = data.get("Properties", {})
         if str(props.get("TestingPlatformDotnetTestSupport", "")).lower() == "true":
-            return run.fail("test", f"{rel(run.root, project)} runs on Microsoft.Testing."
+            run.fail("test", f"{rel(run.root, project)} runs on Microsoft.Testing."
                             "Platform (TestingPlatformDotnetTestSupport=true): `dotnet test "
                             "--logger trx` writes no VSTest TRX there; use the VSTest adapter "
                             "for validation")
         if str(props.get("IsTestProject", "")).lower() == "true":
             repo.tests.append(project)
     if not repo.tests:
-        return run.fail("test", "no test project found (no project evaluates IsTestProject=true "
+        run.fail("test", "no test project found (no project evaluates IsTestProject=true "
                         "after restore); zero executed tests is a failure")
     return None
 
 
-def run_tests(run: Run, repo: Repo) -> None | ValidationReport:
+def run_tests(run: Run, repo: Repo) -> None:
     """`dotnet test` per test project, TRX in a fresh directory per call, every TRX judged.
     `absolute` stops at the first failing project; `regressions` collects them all."""
-    found = find_tests(run, repo)
-    if found is not None:
-        return found
+    find_tests(run, repo)
     totals = {"total": 0, "executed": 0, "passed_tests": 0, "failed": 0, "skipped": 0}
     for project in repo.tests:
         name = rel(run.root, project)
@@ -432,8 +440,6 @@ def run_tests(run: Run, repo: Repo) -> None | ValidationReport:
         args = ["test", str(project), "--no-build", "-c", run.config.configuration, *COMMON,
                 "--logger", "trx;LogFileName=results.trx", "--results-directory", str(results)]
         result = run.dotnet("test", *args)
-        if isinstance(result, ValidationReport):
-            return result
         verdict = judge_test_run(results, result.exit_code, result.timed_out)
         counts = {"total": verdict.total, "executed": verdict.executed,
                   "passed_tests": verdict.passed_count, "failed": verdict.failed,
@@ -448,7 +454,7 @@ def run_tests(run: Run, repo: Repo) -> None | ValidationReport:
         broken = verdict.reason not in COMPARABLE or verdict.trx is None or (
             verdict.reason in ("exit code", "failed") and not verdict.failing_tests)
         if not verdict.passed and (run.config.judge == "absolute" or broken):
-            return run.fail("test", f"{name}: {verdict.reason}: {verdict.detail}",
+            run.fail("test", f"{name}: {verdict.reason}: {verdict.detail}",
                             "dotnet " + " ".join(args), result,
                             failing_tests=tuple(verdict.failing_tests), **counts)
     repo.counts = totals
@@ -463,7 +469,7 @@ def outcome_report(run: Run, repo: Repo, baseline: dict | None) -> ValidationRep
     if run.config.judge == "absolute":
         return replace(run.report(True, "test", summary), **c)
     if c["executed"] == 0:
-        return replace(run.fail("test", f"{summary}: zero executed tests is a failure, even "
+        return replace(run.failure("test", f"{summary}: zero executed tests is a failure, even "
                                 "against a baseline"), **c)
     if baseline is None:  # the base tree itself: what it has becomes the baseline
         return replace(run.report(True, "test", f"{summary}; baseline recorded: "
