@@ -15,8 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from .catalog import Catalog, load_catalog, topological_order
+from .catalog import Catalog, load_catalog
 from .errors import BlockedError, DefinitionError, StateError, UsageError, WriteConflict
+from .graph import topological_order
 from .reading import (
     check_delivery_id,
     gate_open,
@@ -167,14 +168,16 @@ def freeze_snapshot(catalog: Catalog, workflow_id: str, into: Path,
 def initial_state(store: Store, catalog: Catalog, workflow_id: str, delivery: str, request: str,
                   target: Path, platforms: tuple[str, ...], snapshot: Snapshot) -> Delivery:
     wf = catalog.workflows[workflow_id]
+    nodes = {n.id: n for n in wf.nodes}  # a loaded workflow's ids are unique
     steps = []
-    for i, node in enumerate(topological_order(wf.nodes)):
+    for i, node_id in enumerate(topological_order({n.id: n.needs for n in wf.nodes})):
+        node = nodes[node_id]
         phase = catalog.phases[node.phase]
         gates = [g for g in (node.gates.before, phase.execution.gates.before) if g]
         if not node.needs and wf.gates.before:
             gates.insert(0, wf.gates.before)
         for up in node.needs:
-            up_node = next(n for n in wf.nodes if n.id == up)
+            up_node = nodes[up]
             gates += [g for g in (up_node.gates.after,
                                   catalog.phases[up_node.phase].execution.gates.after) if g]
         context = list(dict.fromkeys([*phase.context_files, *node.context_files]))

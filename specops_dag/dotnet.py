@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import baseline as bl
-from .catalog import find_cycle
 from .definition import ValidationConfig
 from .discovery import WHERE, Repo, discover
 from .errors import ToolMissing
+from .graph import find_cycle
 from .process import ProcessResult, run_process
 from .sdk import check_global_json, parse_version, sdk_satisfies
 from .trx import judge_test_run

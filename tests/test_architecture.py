@@ -17,7 +17,7 @@ DOMAIN = ["specops_dag.definition", "specops_dag.catalog", "specops_dag.state",
           "specops_dag.budget", "specops_dag.review", "specops_dag.demo", "specops_dag.hook",
           "specops_dag.policy", "specops_dag.shell", "specops_dag.tdd", "specops_dag.entry",
           "specops_dag.fastyaml", "specops_dag.reading", "specops_dag.shape", "specops_dag.quick",
-          "specops_dag.qa", "specops_dag.qa_browser"]
+          "specops_dag.qa", "specops_dag.qa_browser", "specops_dag.graph"]
 
 
 def printed(code: str, cwd: Path, *args: str) -> str:
@@ -29,6 +29,15 @@ def printed(code: str, cwd: Path, *args: str) -> str:
 @pytest.mark.parametrize("module", DOMAIN)
 def test_importing_a_domain_module_does_not_import_dagster(module: str) -> None:
     code = f"import sys, {module}; print('dagster' in sys.modules)"
+    assert printed(code, REPO).strip() == "False"
+
+
+def test_the_graph_module_loads_only_the_standard_library_and_dotnet_not_the_catalog() -> None:
+    code = ("import sys; before = set(sys.modules); import specops_dag.graph; "
+            "print(sorted(m for m in set(sys.modules) - before "
+            "if m.partition('.')[0] not in sys.stdlib_module_names))")
+    assert printed(code, REPO).strip() == "['specops_dag', 'specops_dag.graph']"
+    code = "import sys, specops_dag.dotnet; print('specops_dag.catalog' in sys.modules)"
     assert printed(code, REPO).strip() == "False"
 
 
