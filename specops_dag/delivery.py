@@ -233,14 +233,15 @@ def reopen(store: Store, delivery: str, node: str, reason: str = "") -> list[str
             raise StateError(f"step `{node}` of `{delivery}` is `pending`: there is nothing to "
                              f"reopen; `specops run {delivery}` runs it")
         names = downstream_of(state, node)
+        steps = {s.name: s for s in state.steps}  # one look-up per name, also for 10,000 steps
         for name in names:
-            step = state.get_step(name)
+            step = steps[name]
             if step.status == "running" and owner_alive(step.owner):
                 raise WriteConflict(f"write conflict: step `{name}` of `{delivery}` is running "
                                     f"(pid {step.owner.pid}); wait for it to finish, then reopen")
         stamp = now_iso()
         for name in names:
-            step = state.get_step(name)
+            step = steps[name]
             if step.handoff or step.completed_at:
                 step.revisions.append(Revision(
                     handoff=step.handoff, consumed=step.consumed, commits=step.commits,
