@@ -33,6 +33,15 @@ def test_importing_every_module_outside_the_dagster_adapter_does_not_import_dags
     assert printed(code, REPO).strip() == "1"
 
 
+def test_the_graph_module_loads_only_the_standard_library_and_dotnet_not_the_catalog() -> None:
+    code = ("import sys; before = set(sys.modules); import specops_dag.graph; "
+            "print(sorted(m for m in set(sys.modules) - before "
+            "if m.partition('.')[0] not in sys.stdlib_module_names))")
+    assert printed(code, REPO).strip() == "['specops_dag', 'specops_dag.graph']"
+    code = "import sys, specops_dag.validation.dotnet; print('specops_dag.workflow.catalog' in sys.modules)"
+    assert printed(code, REPO).strip() == "False"
+
+
 def test_loading_the_code_location_leaves_the_step_executor_and_state_store_unloaded(
         tmp_path) -> None:
     # Every Dagster process (code server, daemon, run, step) loads the location; these load on

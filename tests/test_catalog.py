@@ -212,37 +212,3 @@ def test_a_command_phase_with_skills_is_refused(tmp_path: Path) -> None:
     assert load_problems(root) == [
         "workflow_defs/phases/p-a.yaml: execution.skills: a command phase loads no skills; "
         "remove them or use `executor: {kind: codex}`"]
-
-
-def test_a_chain_of_three_thousand_nodes_loads_and_a_cycle_through_it_is_found(
-        tmp_path: Path) -> None:
-    from specops_dag.workflow.catalog import find_cycle, topological_order, transitive_needs
-
-    n = 3000  # deeper than Python's recursion limit: graph walks must not recurse
-    lines = ["  - {id: n0, phase: p-first, inputs: {request: {input: request}}}"] + [
-        f"  - {{id: n{i}, phase: p-link, needs: [n{i - 1}], inputs: {{up: {{node: n{i - 1}, "
-        f"output: out}}}}}}" for i in range(1, n)]
-    root = write_tree(tmp_path, {
-        **DIAMOND,
-        "workflow_defs/phases/p-first.yaml": command_phase(
-            "p-first", WRITE_OUT, {"request": "req"}, {"out": "link"}),
-        "workflow_defs/phases/p-link.yaml": command_phase(
-            "p-link", WRITE_OUT, {"up": "link"}, {"out": "link"}),
-        "workflow_defs/workflows/long.yaml": (
-        "kind: workflow\nid: long\ninputs: {request: {contract: req}}\nnodes:\n"
-        + "\n".join(lines) + "\n")})
-    catalog = load_catalog(definition_roots(root), display_base=root)
-    nodes = catalog.workflows["long"].nodes
-    assert [x.id for x in topological_order(list(reversed(nodes)))] == [x.id for x in nodes]
-    assert transitive_needs(nodes)[f"n{n - 1}"] == {f"n{i}" for i in range(n - 1)}
-    graph = {x.id: x.needs for x in nodes} | {"n0": [f"n{n - 1}"]}
-    assert find_cycle(graph) == ["n0", f"n{n - 1}", *(f"n{i}" for i in range(n - 2, -1, -1))]
-
-
-def test_topological_order_puts_the_first_ready_node_of_the_file_next() -> None:
-    from specops_dag.workflow.catalog import topological_order
-    from specops_dag.workflow.model import Node
-
-    nodes = [Node(id=i, phase="p", needs=needs) for i, needs in
-             [("d", ["b", "c"]), ("c", ["a"]), ("b", ["a"]), ("a", []), ("e", [])]]
-    assert [x.id for x in topological_order(nodes)] == ["a", "c", "b", "d", "e"]

@@ -29,7 +29,7 @@ def minutely(**kwargs):
 
 
 dg.schedule = minutely
-from specops_dag.definitions import build_definitions, harness_root  # noqa: E402
+from specops_dag.dagster_adapter.definitions import build_definitions, harness_root  # noqa: E402
 
 defs = build_definitions(harness_root())
 '''

@@ -170,14 +170,6 @@ def test_a_real_sdk_gives_each_fixture_the_same_verdict(tmp_path: Path, name: st
     assert (report.passed, report.stage) == expected(name, root)[:2]
 
 
-def test_a_project_reference_cycle_is_named() -> None:
-    from specops_dag.validation.dotnet import find_cycle
-
-    a, b, c = Path("/r/A.csproj"), Path("/r/B.csproj"), Path("/r/C.csproj")
-    assert find_cycle({a: [b], b: [c], c: [a]}) == [a, b, c, a]
-    assert find_cycle({a: [b], b: [c], c: []}) is None
-
-
 @pytest.mark.parametrize(("fixture", "code", "first_line"), [
     ("all-pass", 0, "validation `full` passed at stage `test`: 1 test project(s): 2 of 2 tests "
                     "executed, 2 passed, 0 skipped"),

@@ -91,9 +91,10 @@ def block_reason(state: Delivery, gate: str) -> str:
 def first_of_each_branch(state: Delivery, names: list[str]) -> list[str]:
     """The names not downstream of another name: reopening them reopens the rest."""
     covered: set[str] = set()
+    wanted = set(names)
     out = []
     for step in state.steps:
-        if step.name in names and step.name not in covered:
+        if step.name in wanted and step.name not in covered:
             out.append(step.name)
             covered |= set(downstream_of(state, step.name))
     return out

@@ -37,7 +37,8 @@ from specops_dag.delivery.queries import (
 from specops_dag.delivery.store import Store
 from specops_dag.errors import BlockedError, StateError, UsageError, WriteConflict
 from specops_dag.files import now_iso, sha256_file, write_text_atomic
-from specops_dag.workflow.catalog import Catalog, load_catalog, topological_order
+from specops_dag.graph import topological_order
+from specops_dag.workflow.catalog import Catalog, load_catalog
 
 SNAPSHOT_DIR = "snapshot"
 
@@ -146,14 +147,16 @@ def freeze_snapshot(catalog: Catalog, workflow_id: str, into: Path,
 def initial_state(store: Store, catalog: Catalog, workflow_id: str, delivery: str, request: str,
                   target: Path, platforms: tuple[str, ...], snapshot: Snapshot) -> Delivery:
     wf = catalog.workflows[workflow_id]
+    nodes = {n.id: n for n in wf.nodes}  # a loaded workflow's ids are unique
     steps = []
-    for i, node in enumerate(topological_order(wf.nodes)):
+    for i, node_id in enumerate(topological_order({n.id: n.needs for n in wf.nodes})):
+        node = nodes[node_id]
         phase = catalog.phases[node.phase]
         gates = [g for g in (node.gates.before, phase.execution.gates.before) if g]
         if not node.needs and wf.gates.before:
             gates.insert(0, wf.gates.before)
         for up in node.needs:
-            up_node = next(n for n in wf.nodes if n.id == up)
+            up_node = nodes[up]
             gates += [g for g in (up_node.gates.after,
                                   catalog.phases[up_node.phase].execution.gates.after) if g]
         context = list(dict.fromkeys([*phase.context_files, *node.context_files]))
@@ -209,14 +212,15 @@ def reopen(store: Store, delivery: str, node: str, reason: str = "") -> list[str
             raise StateError(f"step `{node}` of `{delivery}` is `pending`: there is nothing to "
                              f"reopen; `specops run {delivery}` runs it")
         names = downstream_of(state, node)
+        steps = {s.name: s for s in state.steps}  # one look-up per name, also for 10,000 steps
         for name in names:
-            step = state.get_step(name)
+            step = steps[name]
             if step.status == "running" and owner_alive(step.owner):
                 raise WriteConflict(f"write conflict: step `{name}` of `{delivery}` is running "
                                     f"(pid {step.owner.pid}); wait for it to finish, then reopen")
         stamp = now_iso()
         for name in names:
-            step = state.get_step(name)
+            step = steps[name]
             if step.handoff or step.completed_at:
                 step.revisions.append(Revision(
                     handoff=step.handoff, consumed=step.consumed, commits=step.commits,

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import NoReturn
 
 from specops_dag.errors import ToolMissing
+from specops_dag.graph import find_cycle
 from specops_dag.process import ProcessResult, run_process
 from specops_dag.validation import baseline as bl
 from specops_dag.validation.discovery import WHERE, Repo, discover
 from specops_dag.validation.sdk import check_global_json, parse_version, sdk_satisfies
 from specops_dag.validation.trx import judge_test_run
-from specops_dag.workflow.catalog import find_cycle
 from specops_dag.workflow.model import ValidationConfig
 
 DEADLINE_S = 1800.0

@@ -7,21 +7,20 @@ gets one `DefinitionError`. Reading only: nothing here writes a file.
 
 from __future__ import annotations
 
-import heapq
 import os
 import re
 import types
 import typing
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from specops_dag.builtin import BUILTIN_DEFS, BUILTIN_PREFIX
 from specops_dag.errors import DefinitionError
+from specops_dag.graph import find_cycle, transitive_needs
 from specops_dag.workflow import yamlfile
 from specops_dag.workflow.model import (
     ID_PATTERN,
@@ -33,8 +32,6 @@ from specops_dag.workflow.model import (
     ValidationFile,
     Workflow,
 )
-
-K = TypeVar("K", bound=Hashable)
 
 BUILTIN_REAL = BUILTIN_DEFS.resolve()
 VALIDATION_FILE = "validation.yaml"
@@ -472,18 +469,19 @@ class _Loader:
                     p.append(f"{d}: nodes[{i}].review.max_rounds: {node.review.max_rounds} rounds "
                              f"cannot run: each round is one of the step's {MAX_ATTEMPTS} agent "
                              f"calls; use max_rounds ≤ {MAX_ATTEMPTS}")
-        cycle = find_cycle({n.id: n.needs for n in wf.nodes})
+        needs = {n.id: n.needs for n in wf.nodes}
+        cycle = find_cycle(needs)
         if cycle:
             p.append(f"{d}: nodes: cycle {' -> '.join(cycle)}; remove one of these needs")
             return
-        ancestors = transitive_needs(wf.nodes)
+        ancestors = transitive_needs(needs)
         for i, node in enumerate(wf.nodes):
             if node.id in ancestors and node.phase in self.phases:
                 self.check_inputs(d, wf, i, node, ancestors[node.id])
         for name, ref in wf.outputs.items():
             self.check_output_ref(f"{d}: outputs.{name}", wf, ref.node, ref.output)
 
-    def check_inputs(self, d: str, wf: Workflow, i: int, node: Node, upstream: set[str]) -> None:
+    def check_inputs(self, d: str, wf: Workflow, i: int, node: Node, upstream: Set[str]) -> None:
         p = self.problems
         ports = self.phases[node.phase].input.ports
         for port in ports:
@@ -559,68 +557,6 @@ def relative_path_problem(rel: str) -> str | None:
         if depth < 0:
             return "escapes the phase folder"
     return None if depth > 0 else "names no file"
-
-
-def find_cycle(graph: Mapping[K, Iterable[K]]) -> list[K] | None:
-    """The first cycle of a directed graph (node → its edges; edges to nodes outside the graph
-    are ignored), as nodes ending where they start, or None. Used for `needs` and for the
-    .NET ProjectReference graph. Depth-first without recursion: any size of graph."""
-    color: dict[K, int] = {}  # 1 = on the current path, 2 = done
-    for start in graph:
-        if start in color:
-            continue
-        color[start] = 1
-        path, edges = [start], [iter(graph.get(start, ()))]
-        while edges:
-            for nxt in edges[-1]:
-                if nxt not in graph:
-                    continue
-                if color.get(nxt) == 1:
-                    return path[path.index(nxt):] + [nxt]
-                if nxt not in color:
-                    color[nxt] = 1
-                    path.append(nxt)
-                    edges.append(iter(graph.get(nxt, ())))
-                    break
-            else:
-                color[path.pop()] = 2
-                edges.pop()
-    return None
-
-
-def topological_order(nodes: list[Node]) -> list[Node]:
-    """Nodes ordered so every node comes after its needs; ties keep the file order (of the ready
-    nodes, the first in the file goes next). Needs naming no node are ignored; a node on a cycle
-    raises ValueError."""
-    index = {n.id: i for i, n in enumerate(nodes)}
-    needs = [{x for x in n.needs if x in index} for n in nodes]
-    waiting = [len(known) for known in needs]
-    dependents: dict[str, list[int]] = {}
-    for i, known in enumerate(needs):
-        for x in known:
-            dependents.setdefault(x, []).append(i)
-    ready = [i for i, count in enumerate(waiting) if count == 0]
-    heapq.heapify(ready)
-    out: list[Node] = []
-    while ready:
-        node = nodes[heapq.heappop(ready)]
-        out.append(node)
-        for i in dependents.get(node.id, ()):
-            waiting[i] -= 1
-            if waiting[i] == 0:
-                heapq.heappush(ready, i)
-    if len(out) != len(nodes):
-        raise ValueError(f"needs cycle among {sorted({n.id for n in nodes} - {n.id for n in out})}")
-    return out
-
-
-def transitive_needs(nodes: list[Node]) -> dict[str, set[str]]:
-    """node id → every node it (transitively) needs. Assumes no cycle."""
-    memo: dict[str, set[str]] = {}
-    for node in topological_order(nodes):
-        known = [x for x in node.needs if x in memo]
-        memo[node.id] = set(known).union(*(memo[x] for x in known))
-    return memo
 
 
 def format_error(model: type[BaseModel], err: dict) -> str:
