@@ -14,7 +14,7 @@ import pytest
 
 from specops_dag import hooks as hook
 from specops_dag.delivery.lifecycle import new_delivery
-from specops_dag.delivery.model import FileRef, move
+from specops_dag.delivery.model import FileRef
 from specops_dag.delivery.store import Store
 from specops_dag.files import sha256_file
 from specops_dag.workflow.catalog import definition_roots, load_catalog
@@ -82,8 +82,8 @@ def finish_spec(store: Store, artifacts: dict[str, str], summary: str = "Spec wr
     """`spec` completed with the given handoff files, `build` running its first attempt."""
     with store.transaction("d1") as state:
         spec = state.get_step("spec")
-        move(state, spec, "running", "run")
-        move(state, spec, "completed", "run")
+        state.move(spec, "running", "run")
+        state.move(spec, "completed", "run")
         for art, text in artifacts.items():
             path = store.root / "phases/d1/spec" / f"{art}.md"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,7 +91,7 @@ def finish_spec(store: Store, artifacts: dict[str, str], summary: str = "Spec wr
             spec.handoff[art] = FileRef(path=f"phases/d1/spec/{art}.md", sha256=sha256_file(path))
         spec.summary, spec.attempts = summary, 1
         build = state.get_step("build")
-        move(state, build, "running", "run")
+        state.move(build, "running", "run")
         build.attempts = 1
 
 
@@ -197,8 +197,8 @@ def test_without_the_env_the_one_open_delivery_is_used(root: Path) -> None:
     new(root, "d2")
     with store.transaction("d2") as state:
         for step in state.steps:
-            move(state, step, "running", "run")
-            move(state, step, "completed", "run")
+            state.move(step, "running", "run")
+            state.move(step, "completed", "run")
     text = inject("user-prompt-submit")
     assert text.startswith("<workflow-state>\ndelivery: d1 (workflow two, status pending)\n"
                            "node: spec (step 0, phase h-spec, status pending, 0 of 3 attempts "
@@ -223,7 +223,7 @@ def test_a_blocked_gate_is_reported_as_the_next_action(root: Path, monkeypatch) 
     store = new(root)
     with store.transaction("d1") as state:
         spec = state.get_step("spec")
-        move(state, spec, "blocked", "run")
+        state.move(spec, "blocked", "run")
         spec.blocked_reason = "awaiting approval: design-approval"
     monkeypatch.setenv("SPECOPS_DELIVERY", "d1")
     text = inject("user-prompt-submit")

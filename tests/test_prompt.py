@@ -10,7 +10,7 @@ import pytest
 
 from specops_dag.agent.prompt import assemble_prompt, failure_summary
 from specops_dag.delivery.lifecycle import snapshot_catalog
-from specops_dag.delivery.model import FileRef, move
+from specops_dag.delivery.model import FileRef
 from specops_dag.errors import UsageError
 from specops_dag.execution.step import run_step
 from specops_dag.files import now_iso, sha256_file
@@ -54,8 +54,8 @@ def completed_write(root: Path, summary: str = "Wrote the notes.") -> None:
     notes.write_text("the notes\n")
     with store.transaction("d1") as state:
         step = state.get_step("write")
-        move(state, step, "running", "run")
-        move(state, step, "completed", "run")
+        state.move(step, "running", "run")
+        state.move(step, "completed", "run")
         step.handoff = {"notes": FileRef(path="phases/d1/write/notes.md",
                                          sha256=sha256_file(notes))}
         step.summary, step.completed_at = summary, now_iso()

@@ -13,7 +13,7 @@ import pytest
 from specops_dag.delivery import gates
 from specops_dag.delivery import lifecycle as ops
 from specops_dag.delivery import queries as reading
-from specops_dag.delivery.model import Delivery, FileRef, move
+from specops_dag.delivery.model import Delivery, FileRef
 from specops_dag.delivery.store import Store
 from specops_dag.errors import StateError, UsageError, WriteConflict
 from specops_dag.files import now_iso
@@ -34,8 +34,8 @@ def complete(store: Store, delivery: str, node: str) -> None:
     out.write_text(node)
     with store.transaction(delivery) as state:
         step = state.get_step(node)
-        move(state, step, "running", "run")
-        move(state, step, "completed", "run")
+        state.move(step, "running", "run")
+        state.move(step, "completed", "run")
         step.handoff = {"result": FileRef(path=f"phases/{delivery}/{node}/out.txt",
                                           sha256="0" * 64)}
         step.completed_at = now_iso()
@@ -99,7 +99,7 @@ def test_a_transition_outside_the_allowed_table_is_refused(
     step = state.get_step("a")
     step.status = start  # type: ignore[assignment]
     with pytest.raises(StateError) as info:
-        move(state, step, to, via)  # type: ignore[arg-type]
+        state.move(step, to, via)  # type: ignore[arg-type]
     assert info.value.message == (f"phases/d1/index.json: steps[0] (`a`): `{via}` cannot move a "
                                   f"`{start}` step to `{to}`")
 
@@ -155,8 +155,8 @@ def test_resume_clears_the_error_fields_and_gives_a_fresh_budget(diamond_root: P
     store = make_delivery(diamond_root)
     with store.transaction("d1") as state:
         step = state.get_step("a")
-        move(state, step, "running", "run")
-        move(state, step, "error", "run")
+        state.move(step, "running", "run")
+        state.move(step, "error", "run")
         step.attempts, step.error_message, step.failed_at = 3, "exited 7", now_iso()
     ops.resume(store, "d1", "a")
     step = store.read("d1").get_step("a")
@@ -168,7 +168,7 @@ def test_resume_clears_the_blocked_fields(diamond_root: Path) -> None:
     store = make_delivery(diamond_root)
     with store.transaction("d1") as state:
         step = state.get_step("a")
-        move(state, step, "blocked", "run")
+        state.move(step, "blocked", "run")
         step.blocked_reason, step.blocked_at = "missing input: x", now_iso()
     ops.resume(store, "d1", "a")
     step = store.read("d1").get_step("a")

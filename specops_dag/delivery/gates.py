@@ -7,7 +7,7 @@ consumed the old decision. Plain Python over the state store.
 from __future__ import annotations
 
 from specops_dag.delivery.lifecycle import downstream_of, reopen, snapshot_catalog
-from specops_dag.delivery.model import Approval, Delivery, Risk, Step, move
+from specops_dag.delivery.model import Approval, Delivery, Risk, Step
 from specops_dag.delivery.queries import closed_gates
 from specops_dag.delivery.store import Store
 from specops_dag.errors import UsageError
@@ -74,8 +74,7 @@ def refresh_block(state: Delivery, step: Step) -> None:
     """Re-evaluate a step blocked at a gate: pending when every gate is open, else say why."""
     closed = closed_gates(state, step)
     if not closed:
-        move(state, step, "pending", "approve")
-        step.blocked_reason = step.blocked_at = None
+        state.unblock(step)
         return
     step.blocked_reason = block_reason(state, closed[0])
 

@@ -24,7 +24,6 @@ from specops_dag.delivery.model import (
     SnapshotFile,
     Step,
     derive_status,
-    move,
 )
 from specops_dag.delivery.queries import (
     check_delivery_id,
@@ -226,21 +225,10 @@ def reopen(store: Store, delivery: str, node: str, reason: str = "") -> list[str
                     handoff=step.handoff, consumed=step.consumed, commits=step.commits,
                     completed_at=step.completed_at, attempts=step.attempts, reopened_at=stamp,
                     reason=reason or f"reopened from `{node}`"))
-            move(state, step, "pending", "reopen")
-            clear_run_fields(step)
-            step.attempts, step.last_failure = 0, None
-            if reason:
-                step.feedback = reason if name == node else f"{reason} (reopened from `{node}`)"
+            state.reopen(step, (reason if name == node else f"{reason} (reopened from `{node}`)")
+                         if reason else None)
         state.log("reopened", node, f"{', '.join(names)}" + (f": {reason}" if reason else ""))
     return names
-
-
-def clear_run_fields(step: Step) -> None:
-    step.handoff, step.consumed, step.commits = {}, {}, {}
-    step.base_commit = step.validation_report = step.delivery_handoff = None
-    step.preparation = step.preflight = None
-    step.started_at = step.completed_at = step.owner = None
-    step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None
 
 
 def resume(store: Store, delivery: str, node: str) -> Step:
@@ -252,9 +240,7 @@ def resume(store: Store, delivery: str, node: str) -> Step:
                              "`error` or `blocked` step"
                              + (f" (reopen a completed one with `specops reopen {delivery} "
                                 f"{node}`)" if step.status == "completed" else ""))
-        move(state, step, "pending", "resume")
-        step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None
-        step.attempts = 0
+        state.resume(step)
         return step
 
 

@@ -14,6 +14,7 @@ from specops_dag.files import now_iso
 
 SCHEMA_VERSION = 1
 StepStatus = Literal["pending", "running", "completed", "error", "blocked"]
+Via = Literal["run", "resume", "reopen", "approve"]  # the operations that move a step
 
 # (from, to) -> the operations allowed to make that move (DESIGN §5).
 TRANSITIONS: dict[tuple[str, str], frozenset[str]] = {
@@ -182,6 +183,71 @@ class Delivery(Model):
     def log(self, event: str, step: str | None = None, detail: str = "") -> None:
         self.history.append(Event(at=now_iso(), event=event, step=step, detail=detail))
 
+    # The step transitions (DESIGN §5). Each one checks the move against TRANSITIONS, logs it and
+    # sets the fields the new status implies; nothing else sets `status`.
+
+    def move(self, step: Step, to: StepStatus, via: Via) -> None:
+        """Change a step's status if DESIGN §5 allows `via` to make that move; log it."""
+        allowed = TRANSITIONS.get((step.status, to), frozenset())
+        if via not in allowed:
+            raise StateError(f"phases/{self.phase}/index.json: steps[{step.step}] "
+                             f"(`{step.name}`): `{via}` cannot move a `{step.status}` step to "
+                             f"`{to}`")
+        if step.status != to:
+            self.log(f"{step.status}->{to}", step.name, via)
+        step.status = to
+
+    def start(self, step: Step, owner: Owner) -> None:
+        """→ running: one more attempt, owned by `owner` (an interrupted one is taken over)."""
+        self.move(step, "running", "run")
+        step.attempts += 1
+        step.started_at = step.started_at or now_iso()
+        step.owner = owner
+
+    def block(self, step: Step, reason: str) -> None:
+        """pending|running → blocked: a gate, a budget or the environment; a person acts."""
+        self.move(step, "blocked", "run")
+        step.blocked_reason, step.blocked_at = reason, now_iso()
+
+    def unblock(self, step: Step) -> None:
+        """blocked → pending: the gate it waited for is approved."""
+        self.move(step, "pending", "approve")
+        step.blocked_reason = step.blocked_at = None
+
+    def complete(self, step: Step, handoff: dict[str, FileRef], summary: str | None,
+                 delivery_handoff: str | None) -> None:
+        """running → completed with its handoffs; the failure and feedback it answered go."""
+        self.move(step, "completed", "run")
+        step.handoff, step.last_failure, step.feedback = handoff, None, None
+        step.delivery_handoff = delivery_handoff
+        step.summary = summary or step.summary
+        step.completed_at = now_iso()
+        self.log("completed", step.name, f"attempt {step.attempts}")
+
+    def fail(self, step: Step, message: str) -> None:
+        """running → error: its budget is spent or it cannot go on; `resume` starts it anew."""
+        self.move(step, "error", "run")
+        step.owner = None
+        step.error_message, step.failed_at = message, now_iso()
+
+    def resume(self, step: Step) -> None:
+        """error|blocked → pending with a fresh attempt budget."""
+        self.move(step, "pending", "resume")
+        step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None
+        step.attempts = 0
+
+    def reopen(self, step: Step, feedback: str | None) -> None:
+        """→ pending with nothing of its last run: no handoff, commits, owner or attempts."""
+        self.move(step, "pending", "reopen")
+        step.handoff, step.consumed, step.commits = {}, {}, {}
+        step.base_commit = step.validation_report = step.delivery_handoff = None
+        step.preparation = step.preflight = None
+        step.started_at = step.completed_at = step.owner = None
+        step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None
+        step.attempts, step.last_failure = 0, None
+        if feedback:
+            step.feedback = feedback
+
 
 class IndexEntry(Model):
     id: str
@@ -204,14 +270,3 @@ def derive_status(steps: list[Step]) -> StepStatus:
         if status in statuses:
             return status  # type: ignore[return-value]
     return "pending"
-
-
-def move(delivery: Delivery, step: Step, to: StepStatus, via: str) -> None:
-    """Change a step's status if DESIGN §5 allows `via` to make that move; log it."""
-    allowed = TRANSITIONS.get((step.status, to), frozenset())
-    if via not in allowed:
-        raise StateError(f"phases/{delivery.phase}/index.json: steps[{step.step}] (`{step.name}`): "
-                         f"`{via}` cannot move a `{step.status}` step to `{to}`")
-    if step.status != to:
-        delivery.log(f"{step.status}->{to}", step.name, via)
-    step.status = to

@@ -18,7 +18,7 @@ from specops_dag.agent.prompt import assemble_prompt
 from specops_dag.delivery.budget import budget_spent
 from specops_dag.delivery.gates import RISK_FILE, WAITING, block_reason, raise_risk
 from specops_dag.delivery.lifecycle import current_owner, snapshot_catalog, target_path, workdir
-from specops_dag.delivery.model import METADATA_PENDING, Delivery, FileRef, Step, Usage, move
+from specops_dag.delivery.model import METADATA_PENDING, Delivery, FileRef, Step, Usage
 from specops_dag.delivery.queries import (
     closed_gates,
     delivery_tokens,
@@ -31,7 +31,7 @@ from specops_dag.delivery.queries import (
 from specops_dag.delivery.store import Store
 from specops_dag.errors import SpecopsError, UsageError, WriteConflict
 from specops_dag.execution.attempt import AttemptResult, run_attempt
-from specops_dag.files import now_iso, sha256_file
+from specops_dag.files import sha256_file
 from specops_dag.workflow.catalog import Catalog
 from specops_dag.workflow.model import MAX_ATTEMPTS
 
@@ -149,15 +149,11 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
             # (raises UsageError: the transaction writes nothing).
             assemble_prompt(store.root, state, step, catalog, workdir(store, state))
         if block:
-            move(state, step, "blocked", "run")
-            step.blocked_reason, step.blocked_at = block, now_iso()
+            state.block(step, block)
             return StepOutcome("blocked", node, block)
-        move(state, step, "running", "run")
-        step.attempts += 1
-        step.started_at = step.started_at or now_iso()
+        state.start(step, current_owner())
         if step.attempts == 1:
             step.base_commit = head_commit(workdir(store, state))
-        step.owner = current_owner()
         step.consumed = upstream_handoffs(state, step)
         now = {ref.path: sha256_file(store.root / ref.path) for ref in step.consumed.values()}
         changed = [f"{ref.path} (registered {ref.sha256[:12]}, now {now[ref.path][:12]})"
@@ -252,16 +248,14 @@ def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
                                f"`specops resume {d} {name}`")
         if reason is not None:
             return StepOutcome("blocked", name, reason)
-        move(state, step, "pending", "approve")  # the gate it waited for is approved now
-        step.blocked_reason = step.blocked_at = None
+        state.unblock(step)  # the gate it waited for is approved now
         return None
     if reason is not None:
-        move(state, step, "blocked", "run")
-        step.blocked_reason, step.blocked_at = reason, now_iso()
+        state.block(step, reason)
         return StepOutcome("blocked", name, reason)
     if step.attempts >= max_attempts:  # an interrupted last attempt: the budget is spent
-        move(state, step, "running", "run")
-        _record_error(state, step, f"budget spent: {step.attempts} of {max_attempts} attempts "
+        state.move(step, "running", "run")  # the interrupted attempt, taken over to end it
+        state.fail(step, f"budget spent: {step.attempts} of {max_attempts} attempts "
                       "used (the last one was interrupted)")
         return StepOutcome("error", name, step.error_message or "", step.attempts)
     return None
@@ -338,26 +332,15 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
                 step.commits = {"product": gitflow.commit_product(
                     workdir(store, state), delivery, node, step.attempts),
                     "metadata": METADATA_PENDING}
-            move(state, step, "completed", "run")
-            step.handoff, step.last_failure, step.feedback = result.handoff, None, None
             handoff = workdir(store, state) / "docs" / "phase" / delivery / "handoff.md"
-            step.delivery_handoff = sha256_file(handoff) if handoff.is_file() else None
-            step.summary = result.message or step.summary
-            step.completed_at = now_iso()
-            state.log("completed", node, f"attempt {step.attempts}")
+            state.complete(step, result.handoff, result.message,
+                           sha256_file(handoff) if handoff.is_file() else None)
         elif result.environment:
-            move(state, step, "blocked", "run")
-            step.blocked_reason, step.blocked_at = result.summary, now_iso()
+            state.block(step, result.summary)
         elif final:
             step.last_failure = result.summary
-            _record_error(state, step, result.summary)
+            state.fail(step, result.summary)
         else:
             step.last_failure = result.summary
             state.log("attempt failed", node, f"attempt {step.attempts}")
         return True
-
-
-def _record_error(state: Delivery, step: Step, message: str) -> None:
-    move(state, step, "error", "run")
-    step.owner = None
-    step.error_message, step.failed_at = message, now_iso()
