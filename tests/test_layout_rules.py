@@ -125,3 +125,10 @@ def test_the_check_finds_a_forbidden_import_even_inside_a_function(tmp_path: Pat
     finally:
         bad.unlink()
         cli.unlink()
+
+
+@pytest.mark.parametrize("package", sorted(p.parent for p in PACKAGE.glob("*/__init__.py")),
+                         ids=lambda p: p.name)
+def test_every_package_opens_with_what_it_owns(package: Path) -> None:
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
+    assert doc and 1 <= doc.count(". ") + doc.endswith(".") <= 4, package.name

@@ -1,5 +1,7 @@
-"""The `specops` console script. `specops hook …` runs on every agent tool call, so it is
-dispatched here before click is imported; everything else goes to the click CLI."""
+"""The `specops` console script and its click commands: parsing, printing and exit codes over
+the domain packages, nothing decided here. `specops hook …` runs on every agent tool call, so it
+is dispatched before click is imported; the Dagster adapter is imported only by the commands that
+need an instance."""
 
 from __future__ import annotations
 
