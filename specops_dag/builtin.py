@@ -15,8 +15,17 @@ if not BUILTIN_DEFS.is_dir():  # a wheel install ships them inside the package
 BUILTIN_PREFIX = "built-in:workflow_defs/"
 
 FIXTURES = CHECKOUT / "dotnet_fixtures"
-if not FIXTURES.is_dir():
+if not FIXTURES.is_dir():  # a wheel ships the demo's fixture (`all-pass`) inside the package
     FIXTURES = PACKAGE / "dotnet_fixtures"
 DEMO_SCENARIO = PACKAGE / "demo_scenario.yaml"
 WORKSPACE = CHECKOUT / "workspace.yaml"
+if not WORKSPACE.is_file():
+    WORKSPACE = PACKAGE / "workspace.yaml"
 HOOK_GUARD = PACKAGE / "hooks" / "guard.py"
+
+# package.json + package-lock.json pinning `@openai/codex`: the checkout's own (`npm ci` there
+# installs node_modules/.bin/codex), or the copy a wheel ships, which `specops demo` installs
+# into the per-user cache (specops_dag.agent.codex.codex_cache).
+CODEX_NPM = CHECKOUT
+if not (CODEX_NPM / "package-lock.json").is_file():
+    CODEX_NPM = PACKAGE / "codex_npm"

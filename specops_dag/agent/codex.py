@@ -10,12 +10,14 @@ import os
 import shlex
 import shutil
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from specops_dag.builtin import CHECKOUT as PACKAGE_ROOT
-from specops_dag.builtin import HOOK_GUARD
+from specops_dag.builtin import CODEX_NPM, HOOK_GUARD
 from specops_dag.errors import ToolMissing
 from specops_dag.process import ProcessResult, run_process
 
@@ -23,6 +25,8 @@ REPLAY_PROVIDER = "specops_replay"
 REPLAY_MODEL = "gpt-5.5"  # a bundled slug: full model metadata and the apply_patch tool
 NETWORK_LOOP = "waiting for network"
 NETWORK_LOOP_LIMIT = 3
+CODEX_PACKAGE = "@openai/codex"
+INSTALL_DEADLINE_S = 900.0  # `npm ci` of the pinned CLI (a ~70 MB platform binary)
 SECRET_SUFFIX = "_API_KEY"
 DEFAULT_EXCLUDES = ("*KEY*", "*SECRET*", "*TOKEN*")  # codex's own, kept on explicitly
 # (codex event, `specops hook` event, timeout s): safety on every tool call, state on prompts.
@@ -51,7 +55,8 @@ class AgentSettings:
 
 
 def find_codex(settings: AgentSettings, root: Path) -> str:
-    """SPECOPS_CODEX_BIN, then node_modules/.bin/codex (harness root, this package), then PATH."""
+    """SPECOPS_CODEX_BIN, then node_modules/.bin/codex (harness root, this package), then PATH,
+    then the pinned CLI `specops demo` installs into the per-user cache (`codex_cache`)."""
     if settings.codex_bin:
         if Path(settings.codex_bin).is_file() and os.access(settings.codex_bin, os.X_OK):
             return settings.codex_bin
@@ -64,8 +69,89 @@ def find_codex(settings: AgentSettings, root: Path) -> str:
     found = shutil.which("codex")
     if found:
         return found
-    raise ToolMissing(f"the codex CLI is not installed: run `npm ci` in {PACKAGE_ROOT} (installs "
-                      "node_modules/.bin/codex), or set SPECOPS_CODEX_BIN, or put `codex` on PATH")
+    cache = codex_cache()
+    cached = cache / "node_modules" / ".bin" / "codex"
+    if cached.is_file():
+        return str(cached)
+    if CODEX_NPM == PACKAGE_ROOT:  # a checkout: its own package.json pins the CLI
+        raise ToolMissing(f"the codex CLI is not installed: run `npm ci` in {PACKAGE_ROOT} "
+                          "(installs node_modules/.bin/codex), or set SPECOPS_CODEX_BIN, or put "
+                          "`codex` on PATH")
+    raise ToolMissing(f"the codex CLI is not installed: `specops demo` installs the pinned "
+                      f"{CODEX_PACKAGE} {pinned_codex_version()} into {cache}, or run `mkdir -p "
+                      f"{cache} && cp {CODEX_NPM}/package.json {CODEX_NPM}/package-lock.json "
+                      f"{cache}/ && cd {cache} && npm ci`, or set SPECOPS_CODEX_BIN, or put "
+                      "`codex` on PATH")
+
+
+def pinned_codex_version() -> str:
+    """The `@openai/codex` version the shipped package.json pins (its lock file installs it)."""
+    manifest = json.loads((CODEX_NPM / "package.json").read_text(encoding="utf-8"))
+    return manifest["dependencies"][CODEX_PACKAGE]
+
+
+def codex_cache(env: dict[str, str] | os._Environ[str] | None = None) -> Path:
+    """`${XDG_CACHE_HOME:-~/.cache}/specops-dag/codex-<pinned version>/`: where `specops demo`
+    installs the pinned CLI (`node_modules/.bin/codex` inside) when none is found."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_CACHE_HOME") or ""
+    if not os.path.isabs(base):  # the XDG spec: a relative value is ignored
+        base = str(Path(env.get("HOME") or Path.home()) / ".cache")
+    return Path(base) / "specops-dag" / f"codex-{pinned_codex_version()}"
+
+
+def install_codex(echo: Callable[[str], None]) -> str:
+    """Install the pinned codex CLI into `codex_cache()` with `npm ci` of the shipped lock file
+    (integrity-checked by npm), staged beside it and renamed into place only once complete, so
+    a killed or failed install is never found. Returns the installed binary."""
+    cache = codex_cache()
+    version = pinned_codex_version()
+    if (cache / "node_modules" / ".bin" / "codex").is_file():  # another install just finished
+        return str(cache / "node_modules" / ".bin" / "codex")
+    npm = shutil.which("npm")
+    if npm is None:
+        raise ToolMissing(f"the codex CLI is not installed and `npm` is not on PATH to install "
+                          f"the pinned {CODEX_PACKAGE} {version}: install Node.js 18+ with npm "
+                          "(Debian: `apt-get install -y nodejs npm`) and run this again, or set "
+                          f"SPECOPS_CODEX_BIN to a codex {version} binary")
+    echo(f"codex CLI not found: installing the pinned {CODEX_PACKAGE} {version} into {cache} "
+         "(npm ci, once per user)")
+    if cache.exists():  # a folder without the binary is no install of ours: redo it
+        shutil.rmtree(cache)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{cache.name}.", dir=cache.parent))
+    try:
+        for name in ("package.json", "package-lock.json"):
+            shutil.copyfile(CODEX_NPM / name, staging / name)
+        result = run_process([npm, "ci", "--no-audit", "--no-fund"], cwd=staging,
+                             deadline_s=INSTALL_DEADLINE_S)
+        if not result.ok or not (staging / "node_modules" / ".bin" / "codex").is_file():
+            why = (f"ran past its {INSTALL_DEADLINE_S:.0f} s deadline" if result.timed_out
+                   else f"exited {result.exit_code} without node_modules/.bin/codex")
+            tail = (result.stderr.strip() or result.stdout.strip())[-2000:]
+            raise ToolMissing(f"`npm ci` of the pinned {CODEX_PACKAGE} {version} for {cache} "
+                              f"{why} (nothing was installed): {tail or 'no output'}; check that "
+                              "npm reaches its registry (`npm config get registry`), or set "
+                              "SPECOPS_CODEX_BIN")
+        try:
+            staging.rename(cache)
+        except OSError:  # another install finished first
+            if not (cache / "node_modules" / ".bin" / "codex").is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return str(cache / "node_modules" / ".bin" / "codex")
+
+
+def ensure_codex(settings: AgentSettings, root: Path, echo: Callable[[str], None]) -> str:
+    """`find_codex`, and when no codex is found at all, `install_codex` (a wrong
+    SPECOPS_CODEX_BIN stays an error: it is the user's to fix)."""
+    try:
+        return find_codex(settings, root)
+    except ToolMissing:
+        if settings.codex_bin:
+            raise
+        return install_codex(echo)
 
 
 def toml_string(value: str) -> str:

@@ -363,9 +363,12 @@ def demo(directory: Path, executor: str) -> None:
     """Run a quick-delivery on a .NET fixture with the real codex CLI and the replay agent."""
     import os
 
+    from specops_dag.agent.codex import AgentSettings, ensure_codex
     from specops_dag.cli.demo import create_demo_delivery, prepare_demo, start_replay
     from specops_dag.dagster_adapter.instance import register_delivery, resolve_dagster_home
 
+    # No codex anywhere (a wheel install): the pinned CLI goes into the per-user cache first.
+    ensure_codex(AgentSettings.from_env(), directory.resolve(), click.echo)
     has_dotnet = shutil.which("dotnet") is not None
     plan = prepare_demo(directory.resolve(), has_dotnet)
     home = resolve_dagster_home(plan.root)
