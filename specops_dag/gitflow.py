@@ -252,17 +252,23 @@ def commit_metadata(worktree: Path, delivery_dir: Path, delivery: str, node: str
     docs/phase/<d>/. Only files that are new or differ (size or mtime; copies keep the source's
     mtime) are copied and added, so a commit costs the same at the 200th node as at the first."""
     repo = _git().Repo(worktree)
+    message = f"[{delivery}] {node} attempt {attempt}: metadata"
     changed = [f"phases/{delivery}/{rel}"
                for rel in sync_tree(delivery_dir, worktree / "phases" / delivery)]
     if (worktree / "docs" / "phase" / delivery).exists():
         changed.append(f"docs/phase/{delivery}")
-    if not changed:
-        return None
-    _add_literal(repo, changed, force=True)  # force: a harness root's exclude names /phases/
-    if repo.git.execute(["git", "diff", "--cached", "--quiet"], with_extended_output=True,
-                        with_exceptions=False)[0] == 0:
-        return None
-    return _commit(repo, f"[{delivery}] {node} attempt {attempt}: metadata")
+    if changed:
+        _add_literal(repo, changed, force=True)  # force: a harness root's exclude names /phases/
+    if not changed or repo.git.execute(["git", "diff", "--cached", "--quiet"],
+                                       with_extended_output=True, with_exceptions=False)[0] == 0:
+        return made_before(repo, message)
+    return _commit(repo, message)
+
+
+def made_before(repo, message: str) -> str | None:
+    """The commit of `message` already on the branch — a run killed after `git commit` and
+    before the state recorded its SHA — or None when there was nothing to commit at all."""
+    return repo.git.log("-1", "--fixed-strings", f"--grep={message}", "--format=%H").strip() or None
 
 
 def sync_tree(src: Path, dest: Path) -> list[str]:

@@ -188,6 +188,32 @@ def test_a_metadata_commit_interrupted_after_completion_is_made_on_the_next_run(
     assert git.Repo(root).commit(sha).message == "[d1] a attempt 1: metadata\n"
 
 
+def test_a_run_killed_after_the_metadata_commit_but_before_its_sha_was_recorded_records_it_next(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specops_dag.execution.step import run_step
+
+    root, store = git_delivery(tmp_path, monkeypatch)
+    import git
+
+    from specops_dag import gitflow
+
+    real, made = gitflow.commit_metadata, []
+
+    def committed_then_killed(*args: object) -> None:
+        made.append(real(*args))  # the commit lands; the run dies before recording its SHA
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gitflow, "commit_metadata", committed_then_killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_step(store, "d1", "a")
+    assert store.read("d1").get_step("a").commits["metadata"] == "pending"
+    monkeypatch.setattr(gitflow, "commit_metadata", real)
+    assert run_step(store, "d1", "a").status == "reused"
+    [sha] = made
+    assert store.read("d1").get_step("a").commits["metadata"] == sha
+    assert git.Repo(root).commit(sha).message == "[d1] a attempt 1: metadata\n"
+
+
 def test_a_failed_metadata_commit_fails_the_step_visibly_and_the_next_run_retries_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.execution.step import run_step
