@@ -12,6 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
+WORKTREES = ".specops/worktrees"  # under the harness root: one git worktree per delivery
+
 
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specops_dag.errors import SpecopsError, UsageError, WriteConflict
+from specops_dag.files import WORKTREES
 from specops_dag.process import run_process
 
 METADATA = ("phases", "docs/phase")
@@ -27,7 +28,6 @@ GIT_DEADLINE_S = 300
 SCRATCH = {".lock", ".run.lock", "runs", "validation", "last-message.txt", "sessions"}
 TRANSCRIPT = re.compile(r"step\d+-output\.json")
 
-WORKTREES = ".specops/worktrees"  # under the harness root: one worktree per delivery
 
 
 def _git():

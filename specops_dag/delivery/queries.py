@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 
 from specops_dag.builtin import BUILTIN_DEFS, BUILTIN_PREFIX
 from specops_dag.errors import UsageError
-from specops_dag.files import sha256_file
-from specops_dag.gitflow import WORKTREES
+from specops_dag.files import WORKTREES, sha256_file
 
 if TYPE_CHECKING:
     from specops_dag.delivery.model import Delivery, Owner, Step, Usage
