@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, VENV_BIN
+from .support.harness import REPO, VENV_BIN
 
 DOMAIN = ["specops_dag.definition", "specops_dag.catalog", "specops_dag.state",
           "specops_dag.delivery", "specops_dag.step", "specops_dag.process",
@@ -53,8 +53,7 @@ def test_loading_the_code_location_freezes_its_definitions_and_leaves_the_collec
 @pytest.mark.parametrize("args", [["status"], ["status", "d1"], ["dry-run", "d1"],
                                   ["dry-run", "d1", "write", "--json"]])
 def test_status_and_dry_run_run_without_importing_dagster(tmp_path, args) -> None:
-    from .agentic import agentic_root
-    from .test_codex import new
+    from .support.agents import agentic_root, new
 
     root = agentic_root(tmp_path)
     new(root)

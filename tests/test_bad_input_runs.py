@@ -14,8 +14,7 @@ from specops_dag import delivery as ops
 from specops_dag.catalog import definition_roots, load_catalog
 from specops_dag.state import Store
 
-from .conftest import VENV_BIN
-from .test_prompt import tree_state
+from .support.harness import VENV_BIN, tree_state
 
 
 def specops(root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -120,7 +119,7 @@ def test_a_consumer_checks_its_upstream_handoffs_before_it_starts_and_reports_dr
 
 def git_delivery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Store]:
     """The git harness (diamond of commands writing product files) with delivery `d1`."""
-    from .githarness import git_harness
+    from .support.git import git_harness
 
     monkeypatch.setenv("CALLS", str(tmp_path / "calls.log"))
     root, _ = git_harness(tmp_path)

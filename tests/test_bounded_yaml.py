@@ -15,8 +15,7 @@ from specops_dag import fastyaml
 from specops_dag.catalog import definition_roots, load_catalog
 from specops_dag.errors import DefinitionError
 
-from .conftest import DIAMOND, VENV_BIN, write_tree
-from .test_bad_input import tree_digest, write_files
+from .support.harness import DIAMOND, VENV_BIN, tree_digest, write_files, write_tree
 
 DONE = "error: 1 problem(s) in the definitions; nothing was changed\n"
 LETTERS = "abcdefghij"

@@ -7,16 +7,9 @@ import pytest
 from specops_dag.catalog import BUILTIN_DEFS, definition_roots, load_catalog
 from specops_dag.errors import DefinitionError
 
-from .conftest import DIAMOND, WRITE_OUT, command_phase, write_tree
+from .support.harness import DIAMOND, WF, WRITE_OUT, command_phase, load_problems, write_tree
 
-WF = "workflow_defs/workflows/diamond.yaml"
 WFF = "workflows/diamond.yaml"
-
-
-def load_problems(root: Path) -> list[str]:
-    with pytest.raises(DefinitionError) as info:
-        load_catalog([root / "workflow_defs"], display_base=root)
-    return info.value.problems
 
 
 def diamond_with(nodes: str, inputs: str = "{request: {contract: req}}") -> str:

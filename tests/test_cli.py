@@ -8,9 +8,8 @@ import dagster as dg
 import git
 import pytest
 
-from .conftest import write_tree
-from .test_definitions import specops
-from .test_state import complete, make_delivery
+from .support.cli import specops
+from .support.harness import complete, make_delivery, write_tree
 
 
 def tree_digest(folder: Path) -> str:

@@ -10,7 +10,6 @@ import psutil
 import pytest
 
 from specops_dag import hook_guard
-from specops_dag.catalog import definition_roots, load_catalog
 from specops_dag.codex import (
     AgentSettings,
     codex_argv,
@@ -18,20 +17,12 @@ from specops_dag.codex import (
     hook_overrides,
     hook_trust_hash,
 )
-from specops_dag.delivery import new_delivery
 from specops_dag.errors import ToolMissing
 from specops_dag.reading import sha256_file
 from specops_dag.state import Store
 from specops_dag.step import run_step
 
-from .agentic import agentic_root, attempts, replay, settings_for, wrote
-
-
-def new(root: Path, delivery: str = "d1") -> Store:
-    store = Store(root)
-    new_delivery(store, load_catalog(definition_roots(root), display_base=root), "agentic",
-                 delivery, "Write release notes.")
-    return store
+from .support.agents import agentic_root, attempts, new, replay, settings_for, wrote
 
 
 def user_text(request: dict) -> str:
@@ -259,7 +250,7 @@ def test_a_codex_delivery_runs_through_dagster_with_retries_and_token_metadata(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
     import dagster as dg
 
-    from .test_definitions import job_execute, specops
+    from .support.cli import job_execute, specops
 
     root = agentic_root(tmp_path)
     assert specops(clean_env, root, "new", "agentic", "d1", "--request", "Notes.").returncode == 0
@@ -310,7 +301,7 @@ def test_the_replay_server_command_serves_a_scenario_on_loopback(tmp_path: Path)
     import subprocess
     import urllib.request
 
-    from .conftest import VENV_BIN
+    from .support.harness import VENV_BIN
 
     scenario = tmp_path / "s.yaml"
     scenario.write_text("nodes:\n  write:\n    - - message: hello from replay\n")

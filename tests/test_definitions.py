@@ -10,24 +10,8 @@ import dagster as dg
 from specops_dag.definitions import SpecopsResource, build_definitions, data_version
 from specops_dag.state import Store
 
-from .conftest import FAIL, REPO, VENV_BIN, command_phase
-from .test_state import complete, make_delivery
-
-
-def specops(env: dict[str, str], root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VENV_BIN / "specops"), "--root", str(root), *args], env=env,
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-
-
-def job_execute(env: dict[str, str], root: Path, job: str, delivery: str,
-                executor: str = "in_process") -> subprocess.CompletedProcess:
-    config = root / f"{executor}.yaml"
-    config.write_text(f"execution:\n  config:\n    {executor}: {{}}\n")
-    return subprocess.run(
-        [str(VENV_BIN / "dagster"), "job", "execute", "-m", "specops_dag.definitions", "-j", job,
-         "-c", str(config), "--tags", json.dumps({"dagster/partition": delivery})],
-        env={**env, "SPECOPS_ROOT": str(root)}, cwd=root, capture_output=True, text=True,
-        timeout=300, stdin=subprocess.DEVNULL)
+from .support.cli import job_execute, specops
+from .support.harness import FAIL, REPO, VENV_BIN, command_phase, complete, make_delivery
 
 
 def test_definitions_have_one_asset_per_node_keyed_by_workflow_and_node(

@@ -10,14 +10,8 @@ from pathlib import Path
 
 from specops_dag.state import Store, lock_holder
 
-from .conftest import VENV_BIN, command_phase
-from .test_definitions import specops
-
-# Sleeps NAP seconds and records when it ran, so tests can see overlap without timing anything.
-SLEEP = ("[python3, -c, \"import os,pathlib,time,json; t=time.time(); "
-         "time.sleep(float(os.environ.get('NAP', '0'))); d=os.environ['SPECOPS_NODE_DIR']; "
-         "pathlib.Path(d,'ran.json').write_text(json.dumps([t, time.time()])); "
-         "pathlib.Path(d,'out.txt').write_text('x')\"]")
+from .support.cli import specops
+from .support.harness import SLEEP, VENV_BIN, command_phase
 
 
 def run_lock_holder(lock: Path) -> int | None:
@@ -91,9 +85,9 @@ def test_runs_killed_at_random_points_never_lose_work_or_redo_completed_nodes(
 
     from specops_dag.reading import sha256_file
 
-    from .githarness import git_harness
-    from .test_definitions import job_execute
-    from .test_recovery import start_run, survivors
+    from .support.cli import job_execute
+    from .support.git import git_harness
+    from .support.processes import start_run, survivors
 
     rng = random.Random(20261130)  # fixed seed: the same "random" points every run
     cut_short = []

@@ -19,11 +19,10 @@ from specops_dag.reading import sha256_file
 from specops_dag.state import Store
 from specops_dag.step import run_step
 
-from .agentic import agentic_root
-from .conftest import DIAMOND, command_phase, write_tree
-from .githarness import WHO, commit_paths, git_harness
-from .test_codex import new as new_agentic
-from .test_prompt import completed_write
+from .support.agents import agentic_root, completed_write
+from .support.agents import new as new_agentic
+from .support.git import WHO, commit_paths, git_harness
+from .support.harness import DIAMOND, command_phase, write_tree
 
 
 def prompt_parts(root: Path, node: str) -> list[tuple[str, str | None]]:

@@ -17,15 +17,20 @@ from specops_dag.gates import approve, raise_risk
 from specops_dag.state import Store
 from specops_dag.step import run_step
 
-from .conftest import DIAMOND, VENV_BIN, write_tree
-from .githarness import WHO, WRITE, git_harness
-from .test_catalog import WF, load_problems
-from .test_definitions import specops
-from .test_git import new, run_all
+from .support.cli import specops
+from .support.git import WHO, WRITE, git_harness, new, run_all
+from .support.harness import (
+    DIAMOND,
+    VENV_BIN,
+    WF,
+    complete,
+    load_problems,
+    make_delivery,
+    write_tree,
+)
 from .test_quick import answered_quickly, both
-from .test_state import complete, make_delivery
 
-# The githarness command, and a risk.md in the node folder: the last node raises a risk.
+# The git harness command (WRITE), and a risk.md in the node folder: the last node raises a risk.
 RISKY_WRITE = WRITE.replace(
     "open(os.environ['CALLS']",
     "pathlib.Path(os.environ['SPECOPS_NODE_DIR'], 'risk.md').write_text('# Risk: no rollback'); "

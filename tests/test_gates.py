@@ -12,8 +12,7 @@ from specops_dag.errors import UsageError
 from specops_dag.state import Store
 from specops_dag.step import run_step
 
-from .conftest import command_phase
-from .test_state import make_delivery
+from .support.harness import command_phase, make_delivery
 
 RISKY = ("[python3, -c, \"import os,pathlib; d=os.environ['SPECOPS_NODE_DIR']; "
          "pathlib.Path(d,'out.txt').write_text('a'); "

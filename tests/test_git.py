@@ -13,8 +13,8 @@ from specops_dag.catalog import definition_roots, load_catalog
 from specops_dag.state import Store
 from specops_dag.step import run_step
 
-from .githarness import commit_paths, git_harness
-from .test_definitions import job_execute, specops
+from .support.cli import job_execute, specops
+from .support.git import commit_paths, git_harness, new, run_all
 
 
 @pytest.fixture
@@ -22,17 +22,6 @@ def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "calls.log"
     monkeypatch.setenv("CALLS", str(path))
     return path
-
-
-def new(root: Path, delivery: str = "d1") -> Store:
-    store = Store(root)
-    ops.new_delivery(store, load_catalog(definition_roots(root), display_base=root), "diamond",
-                     delivery, "Add the four files.")
-    return store
-
-
-def run_all(store: Store, delivery: str = "d1") -> list[str]:
-    return [run_step(store, delivery, n).status for n in "abcd"]
 
 
 def test_each_step_lands_as_a_product_commit_and_a_metadata_commit_on_its_branch(

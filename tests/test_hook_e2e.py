@@ -10,9 +10,7 @@ import git
 from specops_dag.state import Store
 from specops_dag.step import run_step
 
-from .agentic import replay, settings_for, wrote
-from .test_codex import new
-from .test_recovery import agentic_git_harness
+from .support.agents import agentic_git_harness, new, replay, settings_for, wrote
 
 BLOCKED = "Command blocked by PreToolUse hook"
 

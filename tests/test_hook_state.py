@@ -18,8 +18,8 @@ from specops_dag.delivery import new_delivery
 from specops_dag.reading import sha256_file
 from specops_dag.state import FileRef, Store, move
 
-from .conftest import VENV_BIN, write_tree
-from .test_hook_policy import SPECOPS_VARS, call, payload
+from .support.harness import VENV_BIN, write_tree
+from .support.hooks import SPECOPS_VARS, call, payload
 
 
 def codex_phase(pid: str, port: str, contract: str, artifact: str, skills: str) -> str:

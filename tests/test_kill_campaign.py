@@ -25,9 +25,9 @@ import pytest
 from specops_dag.reading import sha256_file
 from specops_dag.state import Store
 
-from .githarness import WHO, git_harness
-from .test_definitions import specops
-from .test_kills import ours, start, wait_for
+from .support.cli import specops
+from .support.git import WHO, git_harness
+from .support.processes import ours, start, wait_for
 
 TRIALS = 30
 LINE = """\

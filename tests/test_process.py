@@ -10,14 +10,7 @@ import pytest
 from specops_dag.errors import ToolMissing
 from specops_dag.process import run_process
 
-# A child that starts a grandchild in its own session (as codex tool commands do), then hangs.
-SPAWNER = """
-import subprocess, sys, time, pathlib
-p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)
-pathlib.Path(sys.argv[1]).write_text(str(p.pid))
-print('spawned', flush=True)
-time.sleep(120)
-"""
+from .support.processes import SPAWNER
 
 
 def test_output_goes_to_files_and_the_exit_code_is_kept(tmp_path: Path) -> None:

@@ -20,9 +20,9 @@ from specops_dag.definition import Qa
 from specops_dag.errors import DefinitionError
 from specops_dag.qa import NO_SDK, run_qa
 
-from .conftest import REPO, VENV_BIN, write_tree
-from .githarness import WHO as HARNESS_WHO
-from .test_validation import STANDIN
+from .support.dotnet import STANDIN
+from .support.git import WHO as HARNESS_WHO
+from .support.harness import REPO, VENV_BIN, write_tree
 
 FIXTURE = REPO / "dotnet_fixtures" / "minimal-api"
 WHO = HARNESS_WHO
@@ -497,7 +497,7 @@ def qa_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers: str | Non
     from specops_dag.catalog import definition_roots
     from specops_dag.state import Store
 
-    from .agentic import AGENTIC
+    from .support.agents import AGENTIC
 
     root = tmp_path / "harness"
     shutil.copytree(FIXTURE, root)
@@ -531,8 +531,7 @@ def test_the_review_loop_runs_qa_before_the_evaluator_who_reads_its_evidence(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.step import run_step
 
-    from .agentic import attempts, replay, settings_for
-    from .test_review_loop import verdict
+    from .support.agents import attempts, replay, settings_for, verdict
 
     store = qa_world(tmp_path, monkeypatch, "minimal-api")
     with replay(tmp_path, {"write": [generator()],
@@ -585,8 +584,7 @@ def test_a_failed_qa_overrules_the_evaluators_pass_and_the_generator_gets_its_ev
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.step import run_step
 
-    from .agentic import attempts, replay, settings_for
-    from .test_review_loop import verdict
+    from .support.agents import attempts, replay, settings_for, verdict
 
     store = qa_world(tmp_path, monkeypatch, "minimal-api-500")
     root = store.root.resolve()
@@ -622,8 +620,7 @@ def test_without_an_sdk_the_evaluator_is_told_qa_was_skipped_and_the_record_says
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.step import run_step
 
-    from .agentic import replay, settings_for
-    from .test_review_loop import verdict
+    from .support.agents import replay, settings_for, verdict
 
     store = qa_world(tmp_path, monkeypatch, None)
     with replay(tmp_path, {"write": [generator()],
@@ -644,8 +641,7 @@ def test_a_required_qa_that_is_skipped_blocks_the_step_before_any_evaluator_call
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.step import run_step
 
-    from .agentic import attempts, replay, settings_for
-    from .test_review_loop import verdict
+    from .support.agents import attempts, replay, settings_for, verdict
 
     store = qa_world(tmp_path, monkeypatch, None, required=True)
     with replay(tmp_path, {"write": [generator()],
@@ -667,7 +663,7 @@ def test_a_background_child_and_a_grandchild_in_its_own_session_die_at_its_deadl
 
     from specops_dag.process import Background
 
-    from .test_process import SPAWNER
+    from .support.processes import SPAWNER
 
     pid_file = tmp_path / "grandchild.pid"
     app = Background([sys.executable, "-c", SPAWNER, str(pid_file)], cwd=tmp_path, deadline_s=2,
@@ -687,8 +683,8 @@ def test_plan_build_review_with_the_built_in_pbr_qa_phase_passes_on_the_minimal_
     `codex exec` against the literal agent, the build reviewed by the built-in `pbr-qa`."""
     from specops_dag.state import Store
 
-    from .agentic import replay
-    from .test_builtin_workflows import AGENTS, Harness, assert_clean_git
+    from .support.agents import replay
+    from .support.dotnet import AGENTS, Harness, assert_clean_git
 
     root = tmp_path / "harness"
     shutil.copytree(FIXTURE, root)
@@ -735,8 +731,7 @@ def test_a_failed_qa_is_added_to_the_evaluators_own_block_and_its_scores_reach_t
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.step import run_step
 
-    from .agentic import replay, settings_for
-    from .test_review_loop import verdict
+    from .support.agents import replay, settings_for, verdict
 
     store = qa_world(tmp_path, monkeypatch, "minimal-api-500")
     with replay(tmp_path, {"write": [generator()],

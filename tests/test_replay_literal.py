@@ -28,8 +28,8 @@ from specops_dag.review import (
     save_report,
 )
 
-from .agentic import replay, settings_for
-from .conftest import REPO, write_tree
+from .support.agents import replay, requests, settings_for
+from .support.harness import REPO, write_tree
 
 HEADER = ("# Current step: `write` (step 0 of delivery `d1`, phase `c-write`, attempt 1 of 3)")
 
@@ -85,10 +85,6 @@ FINDINGS:
 
 CRITERIA = [Criterion("tests-pass", "the related tests pass", 7),
             Criterion("no-stubs", "nothing is stubbed", 8)]
-
-
-def requests(tmp_path: Path) -> list[dict]:
-    return [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
 
 
 def decisions(tmp_path: Path, node: str) -> list[dict | None]:

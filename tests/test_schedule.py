@@ -14,8 +14,8 @@ import dagster as dg
 
 from specops_dag.state import Store
 
-from .conftest import VENV_BIN
-from .test_definitions import specops
+from .support.cli import specops
+from .support.harness import VENV_BIN
 
 MINUTELY_LOCATION = '''\
 import dagster as dg

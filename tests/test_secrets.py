@@ -13,8 +13,7 @@ import pytest
 from specops_dag.codex import AgentSettings, codex_argv, excluded_patterns, secret_values
 from specops_dag.step import run_step
 
-from .agentic import replay, settings_for
-from .test_agent_world import create, world
+from .support.agents import create, replay, settings_for, world
 
 SECRETS = {"DEMO_API_KEY": "sk-dummy-api-key-0001", "GH_TOKEN": "ghp_dummy_token_0002",
            "CORP_VAULT": "corp-dummy-vault-0003", "DB_SECRET_PASS": "dummy-db-secret-0004"}

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from specops_dag.state import Store
 
-from .conftest import WRITE_OUT, command_phase
-from .test_definitions import job_execute, specops
-
-WF = "workflow_defs/workflows/diamond.yaml"
+from .support.cli import job_execute, specops
+from .support.harness import WF, WRITE_OUT, command_phase
 
 
 def created(diamond_root: Path, env: dict[str, str]) -> Path:
@@ -100,7 +100,7 @@ def test_the_nightly_schedule_leaves_a_delivery_whose_workflow_changed_to_specop
 
     from specops_dag.definitions import SpecopsResource, build_definitions
 
-    from .test_state import make_delivery
+    from .support.harness import make_delivery
 
     make_delivery(diamond_root, "old")
     add_node_e(diamond_root)
@@ -119,8 +119,6 @@ def test_the_nightly_schedule_leaves_a_delivery_whose_workflow_changed_to_specop
 
 def test_the_definitions_of_a_delivery_are_its_snapshot_and_a_missing_snapshot_is_named(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
-    import pytest
-
     from specops_dag.definitions import build_definitions
     from specops_dag.errors import SpecopsError
 

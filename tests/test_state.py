@@ -14,28 +14,9 @@ from specops_dag import delivery as ops
 from specops_dag import gates, reading
 from specops_dag.catalog import definition_roots, load_catalog
 from specops_dag.errors import StateError, UsageError, WriteConflict
-from specops_dag.state import Delivery, FileRef, Store, move, now_iso
+from specops_dag.state import Delivery, Store, move, now_iso
 
-
-def make_delivery(root: Path, delivery: str = "d1", lock_timeout_s: float = 10.0) -> Store:
-    store = Store(root, lock_timeout_s=lock_timeout_s)
-    catalog = load_catalog(definition_roots(root), display_base=root)
-    ops.new_delivery(store, catalog, "diamond", delivery, "Add an RSS cache.")
-    return store
-
-
-def complete(store: Store, delivery: str, node: str) -> None:
-    """Mark a step completed with one handoff file, as a successful run would."""
-    out = store.delivery_dir(delivery) / node / "out.txt"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(node)
-    with store.transaction(delivery) as state:
-        step = state.get_step(node)
-        move(state, step, "running", "run")
-        move(state, step, "completed", "run")
-        step.handoff = {"result": FileRef(path=f"phases/{delivery}/{node}/out.txt",
-                                          sha256="0" * 64)}
-        step.completed_at = now_iso()
+from .support.harness import complete, make_delivery
 
 
 @contextmanager

@@ -3,12 +3,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from specops_dag import gates, reading
 from specops_dag.reading import sha256_file
 from specops_dag.step import run_step
 
-from .conftest import DIAMOND, FAIL, command_phase, write_tree
-from .test_state import make_delivery
+from .support.harness import DIAMOND, FAIL, command_phase, make_delivery, write_tree
 
 FIRST = "workflow_defs/phases/p-a.yaml"
 
@@ -100,8 +101,6 @@ def test_a_command_past_its_deadline_is_killed_and_counts_as_an_attempt(tmp_path
 
 
 def test_an_evaluator_phase_cannot_be_a_node_of_its_own(tmp_path: Path) -> None:
-    import pytest
-
     from specops_dag.errors import DefinitionError
 
     with pytest.raises(DefinitionError) as info:

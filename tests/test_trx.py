@@ -14,7 +14,7 @@ import pytest
 from specops_dag.errors import SpecopsError
 from specops_dag.trx import NS, TestVerdict, TrxCorrupt, TrxRun, judge_test_run, parse_trx
 
-from .conftest import REPO
+from .support.harness import REPO
 
 DATA = Path(__file__).resolve().parent / "data" / "trx"
 SHARED = REPO.parent / "shared" / "dotnet-samples" / "trx"

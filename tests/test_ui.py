@@ -23,8 +23,8 @@ from specops_dag.gates import approve
 from specops_dag.launch import register_delivery
 from specops_dag.state import Store
 
-from .conftest import REPO, VENV_BIN
-from .test_postgres import free_port
+from .support.harness import REPO, VENV_BIN
+from .support.processes import free_port
 
 ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -15,25 +15,7 @@ import pytest
 from specops_dag.dotnet import ValidationReport, validate_full
 from specops_dag.errors import ToolMissing
 
-from .conftest import REPO
-
-FIXTURES = REPO / "dotnet_fixtures"
-STANDIN = REPO / "tests" / "dotnet_standin"
-
-
-def copy_fixture(tmp_path: Path, name: str) -> Path:
-    root = tmp_path / name
-    shutil.copytree(FIXTURES / name, root)
-    return root
-
-
-def standin_env(answers: str, log: Path | None = None) -> dict[str, str]:
-    env = {**os.environ, "PATH": f"{STANDIN}:{os.environ['PATH']}",
-           "DOTNET_STANDIN_ANSWERS": str(STANDIN / "answers" / f"{answers}.yaml")}
-    if log is not None:
-        env["DOTNET_STANDIN_LOG"] = str(log)
-    return env
-
+from .support.dotnet import copy_fixture, standin_env
 
 # fixture -> (passed, stage, exact message with {root})
 MATRIX = {
@@ -188,7 +170,7 @@ def test_specops_validate_runs_the_validator_standalone(tmp_path: Path, fixture:
                                                         first_line: str) -> None:
     import subprocess
 
-    from .conftest import VENV_BIN
+    from .support.harness import VENV_BIN
 
     root = copy_fixture(tmp_path, fixture)
     result = subprocess.run([str(VENV_BIN / "specops"), "validate", str(root)],
@@ -205,7 +187,7 @@ def test_specops_validate_runs_the_validator_standalone(tmp_path: Path, fixture:
 def test_specops_validate_exits_3_without_dotnet(tmp_path: Path) -> None:
     import subprocess
 
-    from .conftest import VENV_BIN
+    from .support.harness import VENV_BIN
 
     root = copy_fixture(tmp_path, "all-pass")
     result = subprocess.run([str(VENV_BIN / "specops"), "validate", str(root)],

@@ -10,7 +10,7 @@ import pytest
 from specops_dag.catalog import load_catalog
 from specops_dag.errors import DefinitionError
 
-from .conftest import DIAMOND, write_tree
+from .support.harness import DIAMOND, write_tree
 
 VY = "workflow_defs/validation.yaml"
 PHASE = "workflow_defs/phases/p-a.yaml"

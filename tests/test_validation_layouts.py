@@ -16,8 +16,8 @@ from specops_dag import baseline as bl
 from specops_dag.definition import ValidationConfig
 from specops_dag.dotnet import validate_full
 
-from .conftest import VENV_BIN, write_tree
-from .test_validation import copy_fixture, standin_env
+from .support.dotnet import copy_fixture, standin_env
+from .support.harness import VENV_BIN, write_tree
 
 WHERE = "workflow_defs/validation.yaml (or the phase)"
 NO_GLOBAL_JSON = ("no global.json pinning an 8.0 SDK at the repository root: add one (e.g. "

@@ -14,9 +14,9 @@ from specops_dag.delivery import new_delivery
 from specops_dag.state import Store
 from specops_dag.step import run_step
 
-from .agentic import AGENTIC, replay, settings_for, wrote
-from .conftest import write_tree
-from .test_validation import FIXTURES, STANDIN
+from .support.agents import AGENTIC, replay, settings_for, wrote
+from .support.dotnet import FIXTURES, STANDIN
+from .support.harness import write_tree
 
 
 def fixture_harness(tmp_path: Path, fixture: str) -> Store:
@@ -90,7 +90,7 @@ def test_a_missing_dotnet_blocks_the_step_before_any_agent_call_with_the_install
 
 def test_the_materialization_carries_a_blocking_validation_check_with_the_report(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
-    from .test_definitions import job_execute
+    from .support.cli import job_execute
 
     store = fixture_harness(tmp_path, "all-pass")
     with dg.DagsterInstance.get() as instance:

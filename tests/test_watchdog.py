@@ -15,8 +15,8 @@ from specops_dag.codex import CodexRun, JsonlTail, codex_argv, find_codex, run_c
 from specops_dag.process import ProcessResult
 from specops_dag.replay import ReplayServer
 
-from .agentic import replay, settings_for
-from .conftest import REPO
+from .support.agents import replay, settings_for
+from .support.harness import REPO
 
 
 def started(item_id: str, command: str) -> dict:
