@@ -40,6 +40,7 @@ def texts(request: dict) -> list[str]:
             for c in item.get("content", []) if isinstance(c, dict)]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", MODES)
 def test_a_literal_agent_completes_the_chain_in_every_target_mode(tmp_path: Path,
                                                                    mode: str) -> None:
@@ -71,6 +72,7 @@ def test_a_literal_agent_completes_the_chain_in_every_target_mode(tmp_path: Path
         assert status.stdout == ""
 
 
+@pytest.mark.e2e
 def test_dry_run_before_the_first_run_shows_exactly_the_prompt_the_run_sends(
         tmp_path: Path) -> None:
     root, _ = world(tmp_path, MODES[0])
@@ -85,6 +87,7 @@ def test_dry_run_before_the_first_run_shows_exactly_the_prompt_the_run_sends(
     assert (root / "phases/d1/write/prompt.md").read_text() == expected.text
 
 
+@pytest.mark.e2e
 def test_a_context_file_only_in_the_users_checkout_fails_dry_run_and_run_alike(
         tmp_path: Path) -> None:
     root, _ = world(tmp_path, MODES[0])
@@ -151,6 +154,7 @@ PROBE = ('printf "%s\\n%s\\n" "$NUGET_PACKAGES" "$DOTNET_CLI_HOME" > caches.txt 
          'touch "$NUGET_PACKAGES/probe" "$DOTNET_CLI_HOME/probe"')
 
 
+@pytest.mark.e2e
 def test_the_executor_restores_before_the_first_attempt_into_caches_the_agent_can_write(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from .support.dotnet import STANDIN
@@ -174,6 +178,7 @@ def test_the_executor_restores_before_the_first_attempt_into_caches_the_agent_ca
     assert (cache / "nuget-packages/probe").is_file() and (cache / "dotnet-home/probe").is_file()
 
 
+@pytest.mark.e2e
 def test_without_dotnet_the_restore_is_skipped_and_the_step_record_says_so(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = dotnet_world(tmp_path, monkeypatch, None)
@@ -185,6 +190,7 @@ def test_without_dotnet_the_restore_is_skipped_and_the_step_record_says_so(
         "agent cannot build or test")
 
 
+@pytest.mark.e2e
 def test_a_failed_restore_blocks_the_step_before_any_agent_call(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     answers = tmp_path / "offline.yaml"

@@ -26,12 +26,14 @@ def printed(code: str, cwd: Path, *args: str) -> str:
                           timeout=60, cwd=cwd, check=True).stdout
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("module", DOMAIN)
 def test_importing_a_domain_module_does_not_import_dagster(module: str) -> None:
     code = f"import sys, {module}; print('dagster' in sys.modules)"
     assert printed(code, REPO).strip() == "False"
 
 
+@pytest.mark.e2e
 def test_loading_the_code_location_leaves_the_step_executor_and_state_store_unloaded(
         tmp_path) -> None:
     # Every Dagster process (code server, daemon, run, step) loads the location; these load on
@@ -42,6 +44,7 @@ def test_loading_the_code_location_leaves_the_step_executor_and_state_store_unlo
     assert printed(code, tmp_path).strip() == "[]"
 
 
+@pytest.mark.e2e
 def test_loading_the_code_location_freezes_its_definitions_and_leaves_the_collector_on(
         tmp_path) -> None:
     # The collector is paused while `defs` is built and the result frozen (see long_lived_build).

@@ -498,6 +498,7 @@ def run_specops(root: Path, env: dict[str, str], argv: list[str],
                           input=stdin, stdin=subprocess.DEVNULL if stdin is None else None)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("setup", "argv", "code", "stderr", "stdout", "stdin", "extra_env"),
                          CORPUS)
 def test_every_malformed_input_gets_its_exact_error_and_leaves_the_tree_byte_identical(

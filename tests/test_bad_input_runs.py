@@ -98,6 +98,7 @@ def test_a_state_file_over_the_size_cap_is_an_exact_error(diamond_root: Path,
                                  "state specops writes; restore it from git")
 
 
+@pytest.mark.e2e
 def test_a_consumer_checks_its_upstream_handoffs_before_it_starts_and_reports_drift(
         diamond_root: Path) -> None:
     from specops_dag.reading import sha256_file
@@ -126,6 +127,7 @@ def git_delivery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path,
     return root, created(root)
 
 
+@pytest.mark.e2e
 def test_a_git_lock_no_process_holds_is_removed_and_the_step_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.step import run_step
@@ -141,6 +143,7 @@ def test_a_git_lock_no_process_holds_is_removed_and_the_step_runs(
     assert (event.step, event.detail) == ("b", f"{lock} (no process had it open)")
 
 
+@pytest.mark.e2e
 def test_a_git_lock_a_live_process_holds_blocks_the_step_with_the_fix_and_no_attempt(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.step import run_step
@@ -160,6 +163,7 @@ def test_a_git_lock_a_live_process_holds_blocks_the_step_with_the_fix_and_no_att
     assert run_step(store, "d1", "b").status == "completed"
 
 
+@pytest.mark.e2e
 def test_a_metadata_commit_interrupted_after_completion_is_made_on_the_next_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import git
@@ -187,6 +191,7 @@ def test_a_metadata_commit_interrupted_after_completion_is_made_on_the_next_run(
     assert git.Repo(root).commit(sha).message == "[d1] a attempt 1: metadata\n"
 
 
+@pytest.mark.e2e
 def test_a_failed_metadata_commit_fails_the_step_visibly_and_the_next_run_retries_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.gitflow import GitError
@@ -256,6 +261,7 @@ def risk_outside(data: dict) -> None:
 FIX = "fix the file or restore it from git"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("change", "message"), [
     (duplicate_step, "steps[4].name: `b` is also steps[1]; step names are unique"),
     (no_steps, "steps: empty, a delivery has at least one step"),
@@ -297,6 +303,7 @@ def test_a_symlinked_definition_is_reported_under_the_link_not_its_target(
     assert tree_state(diamond_root) == before
 
 
+@pytest.mark.e2e
 def test_a_missing_worktree_blocks_the_step_with_the_commands_that_recreate_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
@@ -320,6 +327,7 @@ def test_a_missing_worktree_blocks_the_step_with_the_commands_that_recreate_it(
     assert run_step(store, "d1", "b").status == "completed"
 
 
+@pytest.mark.e2e
 def test_a_state_lock_that_became_a_folder_is_an_exact_error_before_the_run_starts(
         diamond_root: Path) -> None:
     created(diamond_root)

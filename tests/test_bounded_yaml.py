@@ -54,6 +54,7 @@ def env(tmp_path: Path, clean_env: dict[str, str]) -> dict[str, str]:
     return {**base, "HOME": str(tmp_path / "home")}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("argv", [["check"], ["new", "diamond", "d2", "--request", "x"]],
                          ids=["check", "new"])
 @pytest.mark.parametrize(("rel", "body", "error"), CASES.values(), ids=CASES.keys())

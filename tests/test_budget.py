@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from specops_dag.catalog import definition_roots, load_catalog
 from specops_dag.delivery import new_delivery
 from specops_dag.state import Store
@@ -10,6 +12,8 @@ from specops_dag.step import run_step
 
 from .support.agents import agentic_root, replay, settings_for
 from .support.cli import specops_at
+
+pytestmark = pytest.mark.e2e
 
 # An attempt that reads its inputs and writes its step record and handoff but not the required
 # notes.md, in three model requests of 300 + 100 tokens: 1200 tokens per attempt.

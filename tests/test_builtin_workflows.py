@@ -13,12 +13,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import git
+import pytest
 
 from specops_dag.state import Store
 
 from .support.agents import replay
 from .support.dotnet import AGENTS, FIXTURES, STANDIN, Harness, assert_clean_git
 from .support.git import WHO
+
+pytestmark = pytest.mark.e2e
 
 # The develop/build product change: a doc comment on Calculator.Add through codex's apply_patch
 # tool (cwd = the delivery's worktree). Its test file tests/Calc.Tests/CalculatorTests.cs exists,

@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from specops_dag.delivery import snapshot_catalog
 from specops_dag.prompt import assemble_prompt
 from specops_dag.reading import delivery_tokens, step_tokens
 from specops_dag.step import run_step
 
 from .support.agents import replay, review_root, settings_for, verdict
+
+pytestmark = pytest.mark.e2e
 
 
 def run_rounds(tmp_path: Path, verdicts: list[dict]):

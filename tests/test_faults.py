@@ -8,10 +8,14 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from specops_dag.state import Store, lock_holder
 
 from .support.cli import specops
 from .support.harness import SLEEP, VENV_BIN, command_phase
+
+pytestmark = pytest.mark.e2e
 
 
 def run_lock_holder(lock: Path) -> int | None:

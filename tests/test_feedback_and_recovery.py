@@ -121,6 +121,7 @@ FLAKY = ("[python3, -c, \"import os,pathlib,sys; pathlib.Path('src').mkdir(exist
          "sys.exit(0 if ok else 1)\"]")
 
 
+@pytest.mark.e2e
 def test_a_resumed_step_goes_on_from_its_own_leftover_changes_instead_of_a_write_conflict(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = write_tree(tmp_path / "harness", {
@@ -159,6 +160,7 @@ BUILD_OUTPUT = ("[python3, -c, \"import os,pathlib; n=os.environ['SPECOPS_NODE']
                 "pathlib.Path(os.environ['SPECOPS_NODE_DIR'], 'out.txt').write_text(n)\"]")
 
 
+@pytest.mark.e2e
 def test_build_outputs_are_never_committed_and_the_users_checkout_stays_clean(
         tmp_path: Path) -> None:
     root, _ = git_harness(tmp_path)

@@ -65,6 +65,7 @@ def origin_heads(origin: Path) -> list[str]:
     return [h.name for h in git.Repo(origin).heads]
 
 
+@pytest.mark.e2e
 def test_a_risk_raised_by_the_last_node_keeps_the_delivery_from_completing_and_push_refuses_until_it_is_approved(  # noqa: E501
         tmp_path: Path, calls: Path, clean_env: dict[str, str]) -> None:
     root, origin = risky_last_node(tmp_path)
@@ -96,6 +97,7 @@ def test_a_risk_raised_by_the_last_node_keeps_the_delivery_from_completing_and_p
         git.Repo(root).heads["feat-d1"].commit.hexsha)
 
 
+@pytest.mark.e2e
 def test_a_rejected_risk_of_the_last_node_still_refuses_the_push(
         tmp_path: Path, calls: Path) -> None:
     root, origin = risky_last_node(tmp_path)
@@ -109,6 +111,7 @@ def test_a_rejected_risk_of_the_last_node_still_refuses_the_push(
     assert "feat-d1" not in origin_heads(origin)
 
 
+@pytest.mark.e2e
 def test_a_second_push_needs_a_second_external_write_approval(
         tmp_path: Path, calls: Path) -> None:
     root, origin = git_harness(tmp_path)
@@ -138,6 +141,7 @@ def test_a_second_push_needs_a_second_external_write_approval(
         ("first push", f"push feat-d1 {pushed}"), ("second push", f"push feat-d1 {head}")]
 
 
+@pytest.mark.e2e
 def test_a_push_git_rejects_leaves_the_external_write_approval_usable(
         tmp_path: Path, calls: Path) -> None:
     root, origin = git_harness(tmp_path)
@@ -163,6 +167,7 @@ def last_node_risk(root: Path) -> Store:
     return store
 
 
+@pytest.mark.e2e
 def test_status_lists_open_risks_with_their_files_in_text_and_json_on_both_paths(
         diamond_root: Path, capsys: pytest.CaptureFixture) -> None:
     store = last_node_risk(diamond_root)
@@ -191,6 +196,7 @@ def test_status_lists_open_risks_with_their_files_in_text_and_json_on_both_paths
     assert "open risks" not in both(diamond_root, "status", "d1")[1].stdout
 
 
+@pytest.mark.e2e
 def test_status_of_a_used_external_write_approval_reads_the_same_on_both_paths(
         diamond_root: Path, capsys: pytest.CaptureFixture) -> None:
     store = last_node_risk(diamond_root)

@@ -83,6 +83,7 @@ def test_a_rejection_sends_the_node_back_and_keeps_its_downstream_blocked_with_t
                                                   "ambiguous")
 
 
+@pytest.mark.e2e
 def test_a_changed_decision_is_a_revision_that_reopens_what_consumed_it(
         diamond_root: Path) -> None:
     store = gated(diamond_root)
@@ -109,6 +110,7 @@ def test_a_changed_decision_is_a_revision_that_reopens_what_consumed_it(
         "decision on gate `target-write` changed to rejected: now it is not")
 
 
+@pytest.mark.e2e
 def test_an_agent_raises_a_risk_gate_for_its_downstream(diamond_root: Path) -> None:
     (diamond_root / "workflow_defs/phases/p-a.yaml").write_text(
         command_phase("p-a", RISKY, {"request": "req"}, {"out": "a-out"}))

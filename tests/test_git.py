@@ -71,6 +71,7 @@ def test_a_dirty_worktree_blocks_the_next_step_as_a_write_conflict(tmp_path: Pat
     assert store.read("d1").get_step("b").status == "blocked"
 
 
+@pytest.mark.e2e
 def test_reopen_reruns_only_the_reopened_slice_and_keeps_revisions(
         tmp_path: Path, calls: Path) -> None:
     root, _ = git_harness(tmp_path)
@@ -90,6 +91,7 @@ def test_reopen_reruns_only_the_reopened_slice_and_keeps_revisions(
     assert history.count("reopened") == 1
 
 
+@pytest.mark.e2e
 def test_a_hand_edited_handoff_shows_as_drift_in_status_and_in_dagster(
         tmp_path: Path, calls: Path, clean_env: dict[str, str]) -> None:
     root, _ = git_harness(tmp_path)
@@ -111,6 +113,7 @@ def test_a_hand_edited_handoff_shows_as_drift_in_status_and_in_dagster(
             "input `a/result` phases/d1/a/out.txt changed since it was consumed"]
 
 
+@pytest.mark.e2e
 def test_reopen_marks_the_invalidated_assets_in_dagster(tmp_path: Path, calls: Path,
                                                         clean_env: dict[str, str]) -> None:
     root, _ = git_harness(tmp_path)
@@ -134,6 +137,7 @@ def test_reopen_marks_the_invalidated_assets_in_dagster(tmp_path: Path, calls: P
     assert calls.read_text().split() == ["c", "d"]
 
 
+@pytest.mark.e2e
 def test_push_waits_for_external_write_then_pushes_the_branch_without_force(
         tmp_path: Path, calls: Path, clean_env: dict[str, str]) -> None:
     root, origin = git_harness(tmp_path)

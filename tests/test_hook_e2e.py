@@ -6,11 +6,14 @@ import json
 from pathlib import Path
 
 import git
+import pytest
 
 from specops_dag.state import Store
 from specops_dag.step import run_step
 
 from .support.agents import agentic_git_harness, new, replay, settings_for, wrote
+
+pytestmark = pytest.mark.e2e
 
 BLOCKED = "Command blocked by PreToolUse hook"
 

@@ -141,6 +141,7 @@ ATTACKS = [
 ]
 
 
+@pytest.mark.e2e
 def test_no_forced_ref_lands_on_origin_whatever_the_agent_writes_or_runs(
         tmp_path: Path) -> None:
     from specops_dag.step import run_step
@@ -161,6 +162,7 @@ def test_no_forced_ref_lands_on_origin_whatever_the_agent_writes_or_runs(
     assert (root / ".specops/worktrees/d1/json.py").is_file()
 
 
+@pytest.mark.e2e
 def test_a_target_repositorys_own_codex_hooks_never_run(tmp_path: Path) -> None:
     import git
 

@@ -29,6 +29,8 @@ from .support.cli import specops
 from .support.git import WHO, git_harness
 from .support.processes import ours, start, wait_for
 
+pytestmark = pytest.mark.e2e
+
 TRIALS = 30
 LINE = """\
 kind: workflow

@@ -20,6 +20,8 @@ from .support.cli import specops
 from .support.harness import SLEEP, VENV_BIN, command_phase
 from .support.processes import ours, start, wait_for
 
+pytestmark = pytest.mark.e2e
+
 
 def sleepy(root: Path) -> str:
     """Every phase of the diamond sleeps NAP seconds; its command line carries a marker."""

@@ -20,6 +20,8 @@ from specops_dag.state import Store
 from .support.cli import specops
 from .support.processes import free_port
 
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
 PG_BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
 
 

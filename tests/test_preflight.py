@@ -24,6 +24,8 @@ from .support.dotnet import FIXTURES, STANDIN
 from .support.git import WHO
 from .support.harness import VENV_BIN, write_tree
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def standin(monkeypatch: pytest.MonkeyPatch):

@@ -23,6 +23,7 @@ def test_output_goes_to_files_and_the_exit_code_is_kept(tmp_path: Path) -> None:
     assert (tmp_path / "out.log").stat().st_size == 300001
 
 
+@pytest.mark.e2e
 def test_a_deadline_kills_the_whole_tree_including_a_grandchild_in_its_own_session(
         tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
@@ -56,6 +57,7 @@ def test_a_missing_program_is_an_environment_error(tmp_path: Path) -> None:
     assert info.value.exit_code == 3
 
 
+@pytest.mark.e2e
 def test_a_busy_child_is_not_killed_as_idle_and_its_exit_code_is_kept(tmp_path: Path) -> None:
     result = run_process([sys.executable, "-c", "import sys, time; print('start', flush=True); "
                           "time.sleep(2.5); sys.exit(4)"], cwd=tmp_path, deadline_s=30,
@@ -64,6 +66,7 @@ def test_a_busy_child_is_not_killed_as_idle_and_its_exit_code_is_kept(tmp_path: 
     assert result.duration_s >= 2.5
 
 
+@pytest.mark.e2e
 def test_the_idle_timer_restarts_when_the_child_stops_being_busy(tmp_path: Path) -> None:
     flag = tmp_path / "busy"
     child = ("import pathlib, sys, time; flag = pathlib.Path(sys.argv[1]); flag.touch(); "
@@ -76,6 +79,7 @@ def test_the_idle_timer_restarts_when_the_child_stops_being_busy(tmp_path: Path)
     assert 2.8 <= result.duration_s < 10
 
 
+@pytest.mark.e2e
 def test_a_busy_child_is_still_killed_at_the_wall_deadline(tmp_path: Path) -> None:
     result = run_process([sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path,
                          deadline_s=2, idle_timeout_s=0.5, busy=lambda: 0.0, busy_timeout_s=60)
@@ -83,6 +87,7 @@ def test_a_busy_child_is_still_killed_at_the_wall_deadline(tmp_path: Path) -> No
     assert result.exit_code is None and result.duration_s < 10
 
 
+@pytest.mark.e2e
 def test_a_child_busy_past_busy_timeout_s_is_killed_with_its_whole_tree(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     started = time.monotonic()

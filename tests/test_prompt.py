@@ -128,6 +128,7 @@ CONTEXT_ERRORS = [
 ]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("files", "message"), CONTEXT_ERRORS)
 def test_a_bad_context_path_exits_2_before_anything_changes(
         tmp_path: Path, files: object, message: str) -> None:

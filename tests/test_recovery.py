@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import psutil
+import pytest
 
 from specops_dag.state import Store
 
@@ -16,6 +17,8 @@ from .support.cli import job_execute, specops
 from .support.dotnet import STANDIN
 from .support.git import git_harness
 from .support.processes import kill_when, start_run, survivors
+
+pytestmark = pytest.mark.e2e
 
 
 def test_a_run_killed_during_codex_resumes_the_interrupted_step_only(

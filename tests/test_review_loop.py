@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from specops_dag.step import run_step
 
 from .support.agents import (
@@ -16,6 +18,8 @@ from .support.agents import (
     verdict,
     wrote,
 )
+
+pytestmark = pytest.mark.e2e
 
 # What the evaluator's READ and SKILLS name, as the literal agent read them before each verdict.
 EVALUATOR_READS = ["phases/d1/request.md", "phases/d1/write/notes.md", "phases/d1/write/validation/",

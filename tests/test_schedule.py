@@ -11,11 +11,14 @@ import time
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from specops_dag.state import Store
 
 from .support.cli import specops
 from .support.harness import VENV_BIN
+
+pytestmark = pytest.mark.e2e
 
 MINUTELY_LOCATION = '''\
 import dagster as dg

@@ -44,6 +44,7 @@ def test_without_a_user_config_the_defaults_and_api_keys_are_excluded(tmp_path: 
 DUMP = "env | sort > env-dump.txt"
 
 
+@pytest.mark.e2e
 def test_an_agent_that_dumps_its_environment_leaks_no_secret_into_phases_or_the_branch(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in SECRETS.items():

@@ -38,6 +38,7 @@ def add_node_e(root: Path) -> None:
     assert "id: e," in wf.read_text()
 
 
+@pytest.mark.e2e
 def test_a_broken_current_phase_file_is_drift_and_the_run_uses_the_snapshot(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     root = created(diamond_root, clean_env)
@@ -48,6 +49,7 @@ def test_a_broken_current_phase_file_is_drift_and_the_run_uses_the_snapshot(
         "workflow_defs/phases/p-b.yaml: changed since the snapshot (the delivery keeps its copy)"]
 
 
+@pytest.mark.e2e
 def test_a_deleted_workflow_file_leaves_its_deliveries_runnable(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     root = created(diamond_root, clean_env)
@@ -58,6 +60,7 @@ def test_a_deleted_workflow_file_leaves_its_deliveries_runnable(
             "delivery keeps its copy)") in status.stdout.splitlines()
 
 
+@pytest.mark.e2e
 def test_a_node_removed_after_new_still_runs_from_the_snapshot(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     root = created(diamond_root, clean_env)
@@ -72,6 +75,7 @@ def test_a_node_removed_after_new_still_runs_from_the_snapshot(
     completed(root, clean_env)
 
 
+@pytest.mark.e2e
 def test_a_node_added_after_new_is_not_run_for_the_old_delivery(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     root = created(diamond_root, clean_env)
@@ -80,6 +84,7 @@ def test_a_node_added_after_new_is_not_run_for_the_old_delivery(
     assert not (root / "phases/d1/e").exists()
 
 
+@pytest.mark.e2e
 def test_a_job_of_the_current_definitions_refuses_a_node_the_delivery_does_not_have(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     root = created(diamond_root, clean_env)
@@ -117,6 +122,7 @@ def test_the_nightly_schedule_leaves_a_delivery_whose_workflow_changed_to_specop
                 for r in result.run_requests or []] == [("new", ["a", "b", "c", "d", "e"])]
 
 
+@pytest.mark.e2e
 def test_the_definitions_of_a_delivery_are_its_snapshot_and_a_missing_snapshot_is_named(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     from specops_dag.definitions import build_definitions

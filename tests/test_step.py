@@ -45,6 +45,7 @@ def test_a_diamond_of_commands_completes_and_registers_handoffs_with_sha256(
     assert (record["attempt"], record["exit_code"], record["timed_out"]) == (1, 0, False)
 
 
+@pytest.mark.e2e
 def test_a_completed_step_is_reported_reused_and_never_re_run(diamond_root: Path) -> None:
     store = make_delivery(diamond_root)
     run_step(store, "d1", "a")
@@ -64,6 +65,7 @@ def test_a_completed_step_is_reported_reused_and_never_re_run(diamond_root: Path
         "b: input `a/result` phases/d1/a/out.txt changed since it was consumed"]
 
 
+@pytest.mark.e2e
 def test_a_failing_command_gets_three_attempts_then_the_step_is_error(tmp_path: Path) -> None:
     store = make_delivery(with_phase_a(tmp_path, FAIL))
     outcomes = [run_step(store, "d1", "a") for _ in range(3)]

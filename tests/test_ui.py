@@ -26,6 +26,8 @@ from specops_dag.state import Store
 from .support.harness import REPO, VENV_BIN
 from .support.processes import free_port
 
+pytestmark = [pytest.mark.e2e, pytest.mark.ui]
+
 ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",

@@ -67,6 +67,7 @@ def expected(name: str, root: Path) -> tuple[bool, str, str]:
     return passed, stage, message.format(root=root, parent=root.parent)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(MATRIX))
 def test_the_validator_gives_each_fixture_the_verdict_a_real_sdk_would(
         tmp_path: Path, name: str) -> None:
@@ -89,6 +90,7 @@ def test_a_passing_run_reports_counts_logs_and_commands_in_order(tmp_path: Path)
     assert sent[5].startswith("restore '{root}/tests/Calc.Tests/Calc.Tests.csproj'")
 
 
+@pytest.mark.e2e
 def test_a_failing_test_names_the_failing_tests_and_the_counts(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path, "failing-test")
     report = validate_full(root, tmp_path / "logs", env=standin_env("failing-test"))
@@ -99,6 +101,7 @@ def test_a_failing_test_names_the_failing_tests_and_the_counts(tmp_path: Path) -
     assert "Failed!" in report.tail
 
 
+@pytest.mark.e2e
 def test_each_test_call_gets_a_fresh_results_directory_so_old_trx_never_counts(
         tmp_path: Path) -> None:
     root = copy_fixture(tmp_path, "all-pass")
@@ -111,6 +114,7 @@ def test_each_test_call_gets_a_fresh_results_directory_so_old_trx_never_counts(
     assert all(len(list(d.glob("*.trx"))) == 1 for d in dirs)
 
 
+@pytest.mark.e2e
 def test_the_shared_deadline_kills_a_hanging_build_and_names_the_stage(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path, "all-pass")
     started = time.monotonic()
@@ -131,6 +135,7 @@ def test_a_missing_dotnet_is_an_environment_error_with_the_install_hint(tmp_path
         "(https://dot.net/download) so full validation can build and test")
 
 
+@pytest.mark.e2e
 def test_the_report_reads_as_one_failure_summary(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path, "wrong-tfm")
     report = validate_full(root, tmp_path / "logs", env=standin_env("wrong-tfm"))
@@ -160,6 +165,7 @@ def test_a_project_reference_cycle_is_named() -> None:
     assert find_cycle({a: [b], b: [c], c: []}) is None
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("fixture", "code", "first_line"), [
     ("all-pass", 0, "validation `full` passed at stage `test`: 1 test project(s): 2 of 2 tests "
                     "executed, 2 passed, 0 skipped"),
