@@ -1,6 +1,7 @@
-"""CLI responsiveness (issue #8): `specops status` and `specops dry-run` on a 100-node delivery
+"""CLI responsiveness (issue #19): `specops status` and `specops dry-run` on a 100-node delivery
 against `python3 -c pass`, medians of interleaved runs in one process, plus proof that neither
-command imports dagster. Prints ratios (target ≤ 5); not a test.
+command imports dagster. Prints ratios (target ≤ 20: the one click + pydantic implementation,
+with lazy imports); not a test.
 
 The baseline is the interpreter's own start (`<venv>/bin/python3 -c pass`). `python3` on PATH is
 timed too but only shown: on a machine with pyenv it is a shell-script shim that takes ~10× an
@@ -68,7 +69,7 @@ def main() -> None:
                  "print('dagster imported:', 'dagster' in sys.modules, file=sys.stderr)")
         out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
                              text=True, check=True)
-        print(out.stderr.strip().splitlines()[-1], "(target: False; ratio target <= 5)")
+        print(out.stderr.strip().splitlines()[-1], "(target: False; ratio target <= 20)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

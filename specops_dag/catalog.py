@@ -20,7 +20,7 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from . import fastyaml
+from . import yamlfile
 from .definition import (
     ID_PATTERN,
     Node,
@@ -198,17 +198,17 @@ class _Loader:
                     self.sources.setdefault(("skill-graph", "graph"), src)
 
     def read_yaml(self, src: SourceFile) -> object | None:
-        try:  # bounded: file size, nesting depth, nodes after alias expansion (fastyaml's caps)
-            text = fastyaml.read_text(src.path)
+        try:  # bounded: file size, nesting depth, nodes after alias expansion (yamlfile's caps)
+            text = yamlfile.read_text(src.path)
             try:
-                data = fastyaml.safe_load(text)
+                data = yamlfile.safe_load(text)
             except yaml.YAMLError:  # re-read with the pure loader: its messages name the fix
-                data = fastyaml.safe_load(text, yaml.SafeLoader)
-        except fastyaml.LimitError as err:
+                data = yamlfile.safe_load(text, yaml.SafeLoader)
+        except yamlfile.LimitError as err:
             self.problems.append(f"{src.display}: (file): {err}")
             return None
         except RecursionError:  # not expected past the depth cap; never a traceback
-            self.problems.append(f"{src.display}: (file): {fastyaml.TooDeep()}")
+            self.problems.append(f"{src.display}: (file): {yamlfile.TooDeep()}")
             return None
         except UnicodeDecodeError:
             self.problems.append(f"{src.display}: not UTF-8 text; save the file as UTF-8")

@@ -23,9 +23,6 @@ from .reading import check_delivery_id
 if TYPE_CHECKING:
     from .state import Store
 
-# Everything else is imported by the command that uses it: the CLI's start stays click alone,
-# so a `specops run` that loses the race for a delivery's run lock answers at once.
-
 PACKAGE_WORKSPACE = Path(__file__).resolve().parent.parent / "workspace.yaml"
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from .catalog import Catalog, load_catalog, topological_order
-from .errors import BlockedError, DefinitionError, StateError, UsageError, WriteConflict
+from .errors import BlockedError, StateError, UsageError, WriteConflict
 from .reading import (
     check_delivery_id,
     gate_open,
@@ -42,7 +42,6 @@ from .state import (
 )
 
 SNAPSHOT_DIR = "snapshot"
-CATALOG_FILE = "catalog.json"
 
 
 def case_twin(store: Store, delivery: str) -> str | None:
@@ -97,7 +96,6 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
             (staging / lock).touch()  # taking them later never changes the tree
         write_text_atomic(staging / "index.json", state.model_dump_json(indent=2, by_alias=True)
                           + "\n")
-        compile_snapshot(store, staging)
         with store.lock(".index.lock", "phases/index.json"):
             if store.delivery_dir(delivery).exists():
                 raise WriteConflict(f"write conflict: phases/{delivery}/ appeared while creating "
@@ -112,23 +110,6 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
 
         keep_harness_clean(store.root)
     return state
-
-
-def compile_snapshot(store: Store, folder: Path) -> None:
-    """`catalog.json`: the snapshot as the loader reads it, so `specops dry-run` can answer
-    without PyYAML or pydantic (see `shape.read_compiled`). A snapshot that does not load gets
-    none; the commands that need it report why."""
-    from . import shape
-
-    try:
-        snapshot = load_catalog([folder / SNAPSHOT_DIR], display_base=store.root)
-    except DefinitionError:
-        return
-    compiled = shape.compiled_catalog(
-        folder / SNAPSHOT_DIR,
-        {k: w.model_dump() for k, w in snapshot.workflows.items()},
-        {k: p.model_dump() for k, p in snapshot.phases.items()})
-    write_text_atomic(folder / CATALOG_FILE, compiled)
 
 
 def freeze_snapshot(catalog: Catalog, workflow_id: str, into: Path,

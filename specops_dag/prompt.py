@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections import namedtuple
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import UsageError
 from .reading import (
@@ -23,8 +24,7 @@ from .reading import (
     work_path,
 )
 
-TYPE_CHECKING = False  # not `typing`'s, which dry-run would pay ~3 ms to import
-if TYPE_CHECKING:  # the models, for the annotations only: dry-run reads without pydantic
+if TYPE_CHECKING:
     from .catalog import Catalog
     from .definition import Phase
     from .state import Delivery, Step
@@ -54,21 +54,27 @@ def failure_summary(text: str, limit: int = FAILURE_LIMIT, head: int = FAILURE_H
     return text[:head] + marker + text[len(text) - tail:]
 
 
-class PromptPart(namedtuple("PromptPart", "label path text")):
-    """One labelled part of a prompt (`path` None when it is not a file); a named tuple rather
-    than a dataclass because importing dataclasses costs dry-run more than its whole read."""
+@dataclass(frozen=True)
+class PromptPart:
+    """One labelled part of a prompt (`path` None when it is not a file)."""
 
-    __slots__ = ()
+    label: str
+    path: str | None
+    text: str
 
     @property
     def chars(self) -> int:
         return len(self.text)
 
 
-class Prompt(namedtuple("Prompt", "delivery node step parts")):
-    """The whole prompt of one attempt: its `parts` (a tuple of PromptPart) in order."""
+@dataclass(frozen=True)
+class Prompt:
+    """The whole prompt of one attempt: its `parts` in order."""
 
-    __slots__ = ()
+    delivery: str
+    node: str
+    step: int
+    parts: tuple[PromptPart, ...]
 
     @property
     def text(self) -> str:
@@ -82,7 +88,7 @@ class Prompt(namedtuple("Prompt", "delivery node step parts")):
 def assemble_prompt(root: Path, state: Delivery, step: Step, catalog: Catalog,
                     cwd: Path, tree: Path | None = None) -> Prompt:
     """Read everything this attempt's prompt is made of, in the fixed order, once. `root` is
-    the harness root; `catalog` the delivery's snapshot (models or `shape` views); `cwd` the
+    the harness root; `catalog` the delivery's snapshot; `cwd` the
     agent's working directory, which every path in the prompt resolves from; `tree` where the
     files of that directory are read (default `cwd`; a dry run before the worktree exists
     reads the commit it will be created from)."""

@@ -1,29 +1,19 @@
 """The read-only questions asked of a delivery's state — what can run, what drifted, which gate
 waits and what it asks, how many tokens went where — and the `specops status` text.
 
-Standard library only, and duck-typed: the same functions answer over the pydantic models of
-`state` and over the validated plain views of `shape`, so `specops status` can answer without
-importing pydantic, click or yaml (see `quick`) and still say exactly what the full CLI says.
+Standard library only: `state` imports it, and the CLI reaches it without importing Dagster.
 """
 
 from __future__ import annotations
 
-import os
+import hashlib
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import UsageError
 
-try:  # CPython's own sha256: hashlib would load OpenSSL, ~4 ms of every `specops status`
-    from _sha256 import sha256
-except ImportError:  # pragma: no cover — Python 3.12+ names it _sha2; other builds lack it
-    try:
-        from _sha2 import sha256
-    except ImportError:
-        from hashlib import sha256
-
-TYPE_CHECKING = False  # not `typing`'s, which status would pay ~3 ms to import
-if TYPE_CHECKING:  # the models, for the annotations only
+if TYPE_CHECKING:
     from .state import Delivery, Owner, Step, Usage
 
 BUILTIN_DEFS = Path(__file__).resolve().parent.parent / "workflow_defs"
@@ -44,16 +34,8 @@ DELIVERY_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def sha256_file(path: Path | str) -> str:
-    """Through a plain file descriptor: a dry run hashes a hundred small snapshot files, and
-    file objects would double what that costs."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        digest = sha256()
-        while chunk := os.read(fd, 1 << 20):
-            digest.update(chunk)
-    finally:
-        os.close(fd)
-    return digest.hexdigest()
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def check_delivery_id(delivery: str) -> None:
@@ -330,10 +312,10 @@ def render_index(entries: list) -> str:
                      for e in entries)
 
 
-def state_problem(state, delivery: str) -> str | None:
-    """What the schema cannot see in a (possibly hand-edited) state file of `delivery` (the
-    model, or `quick`'s view of the same JSON): it names its own delivery, has steps with unique
-    names whose needs are earlier steps, and every recorded file lies inside the delivery."""
+def state_problem(state: Delivery, delivery: str) -> str | None:
+    """What the schema cannot see in a (possibly hand-edited) state file of `delivery`: it
+    names its own delivery, has steps with unique names whose needs are earlier steps, and
+    every recorded file lies inside the delivery."""
     if state.phase != delivery:
         return f"phase: `{state.phase}` but the file is delivery `{delivery}`'s"
     if not state.steps:
@@ -364,7 +346,7 @@ def state_problem(state, delivery: str) -> str | None:
             return f"risks[{i}].path: `{risk.path}` is outside the delivery (risks live under " \
                    f"{own})"
     for i, f in enumerate(state.snapshot.files):
-        copy = getattr(f, "copy_path", None) or f.copy  # the model's name, or the JSON's
+        copy = f.copy_path
         if not inside(copy, "snapshot/"):
             return f"snapshot.files[{i}].copy: `{copy}` is outside {own}snapshot/"
     return None

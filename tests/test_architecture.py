@@ -16,7 +16,7 @@ DOMAIN = ["specops_dag.definition", "specops_dag.catalog", "specops_dag.state",
           "specops_dag.docs_only", "specops_dag.gitflow", "specops_dag.gates",
           "specops_dag.budget", "specops_dag.review", "specops_dag.demo", "specops_dag.hook",
           "specops_dag.policy", "specops_dag.shell", "specops_dag.tdd", "specops_dag.entry",
-          "specops_dag.fastyaml", "specops_dag.reading", "specops_dag.shape", "specops_dag.quick",
+          "specops_dag.yamlfile", "specops_dag.reading",
           "specops_dag.qa", "specops_dag.qa_browser"]
 
 

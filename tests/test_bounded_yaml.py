@@ -1,7 +1,7 @@
 """Definition reading is bounded (issue #8): an alias bomb, a document nested 20,000 levels deep
 and a 2 MiB file each get one exact error line and exit 2 from `specops check` / `specops new`
 (no hang, no traceback) and leave the tree byte-identical; the caps themselves sit exactly where
-fastyaml's constants say, on the libyaml and the pure-Python parser alike."""
+yamlfile's constants say, on the libyaml and the pure-Python parser alike."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specops_dag import fastyaml
+from specops_dag import yamlfile
 from specops_dag.catalog import definition_roots, load_catalog
 from specops_dag.errors import DefinitionError
 
@@ -82,7 +82,7 @@ def test_the_code_location_catalog_reports_the_same_single_problem(
     assert caught.value.problems == [f"{rel}: (file): {error}"]
 
 
-LOADERS = pytest.mark.parametrize("loader", [fastyaml.LOADER, yaml.SafeLoader],
+LOADERS = pytest.mark.parametrize("loader", [yamlfile.LOADER, yaml.SafeLoader],
                                   ids=["libyaml", "pure"])
 
 
@@ -95,7 +95,7 @@ def nested(levels: int) -> str:
     f"{'  ' * i}k{i}:\n" for i in range(1, 63)) + "  " * 63 + "[x]\n"],
     ids=["flow", "block-and-flow"])
 def test_64_levels_load_exactly_as_safe_load(loader: type, text: str) -> None:
-    assert repr(fastyaml.safe_load(text, loader)) == repr(yaml.safe_load(text))
+    assert repr(yamlfile.safe_load(text, loader)) == repr(yaml.safe_load(text))
 
 
 @LOADERS
@@ -107,8 +107,8 @@ def test_64_levels_load_exactly_as_safe_load(loader: type, text: str) -> None:
 ], ids=["flow-65", "flow-1001", "flow-20000", "block-65", "block-20000", "mapping-65",
         "alias-deepens-it", "anchored"])
 def test_65_levels_or_more_raise_too_deep(loader: type, text: str) -> None:
-    with pytest.raises(fastyaml.TooDeep) as caught:
-        fastyaml.safe_load(text, loader)
+    with pytest.raises(yamlfile.TooDeep) as caught:
+        yamlfile.safe_load(text, loader)
     assert str(caught.value) == DEEP_ERR
 
 
@@ -119,9 +119,9 @@ def flat(nodes: int) -> str:
 
 @LOADERS
 def test_100000_nodes_load_and_one_more_is_too_many(loader: type) -> None:
-    assert len(fastyaml.safe_load(flat(100_000), loader)) == 99_999
-    with pytest.raises(fastyaml.TooManyNodes) as caught:
-        fastyaml.safe_load(flat(100_001), loader)
+    assert len(yamlfile.safe_load(flat(100_000), loader)) == 99_999
+    with pytest.raises(yamlfile.TooManyNodes) as caught:
+        yamlfile.safe_load(flat(100_001), loader)
     assert str(caught.value) == NODES_ERR
 
 
@@ -133,13 +133,13 @@ def test_aliases_count_every_node_they_stand_for_each_time_they_are_referenced(
         text = f"x: &x {flat(9_000)}\ny: [{', '.join(['*x'] * refs)}]\n"
         total = 1 + 2 + 9_000 + 1 + refs * 9_000
         if ok:
-            assert fastyaml.safe_load(text, loader) == yaml.safe_load(text)
-            assert fastyaml.safe_load(text, loader, max_nodes=total)
-            with pytest.raises(fastyaml.TooManyNodes):
-                fastyaml.safe_load(text, loader, max_nodes=total - 1)
+            assert yamlfile.safe_load(text, loader) == yaml.safe_load(text)
+            assert yamlfile.safe_load(text, loader, max_nodes=total)
+            with pytest.raises(yamlfile.TooManyNodes):
+                yamlfile.safe_load(text, loader, max_nodes=total - 1)
         else:
-            with pytest.raises(fastyaml.TooManyNodes) as caught:
-                fastyaml.safe_load(text, loader)
+            with pytest.raises(yamlfile.TooManyNodes) as caught:
+                yamlfile.safe_load(text, loader)
             assert str(caught.value) == BOMB_ERR
 
 
@@ -147,8 +147,8 @@ def test_aliases_count_every_node_they_stand_for_each_time_they_are_referenced(
 @pytest.mark.parametrize("text", [BOMB, "<<: &m {a: 1}\n" + BOMB.split("\n", 2)[2]],
                          ids=["plain", "beside-a-merge-key"])
 def test_the_alias_bomb_stops_at_the_cap_on_every_path(loader: type, text: str) -> None:
-    with pytest.raises(fastyaml.TooManyNodes) as caught:
-        fastyaml.safe_load(text, loader)
+    with pytest.raises(yamlfile.TooManyNodes) as caught:
+        yamlfile.safe_load(text, loader)
     assert str(caught.value) == BOMB_ERR
 
 
@@ -159,7 +159,7 @@ def test_the_alias_bomb_stops_at_the_cap_on_every_path(loader: type, text: str) 
     "a: &x {k: 1}\nb: {<<: *x, j: 2}\n",
 ], ids=["shared-collections", "shared-scalar", "self-containing", "merge-key"])
 def test_aliases_are_shared_as_safe_load_shares_them(text: str) -> None:
-    got, expected = fastyaml.safe_load(text), yaml.safe_load(text)
+    got, expected = yamlfile.safe_load(text), yaml.safe_load(text)
     assert repr(got) == repr(expected)
     if isinstance(expected, dict) and "c" in expected:
         assert got["a"] is got["b"] is got["c"][0] is got["c"][1]
@@ -173,9 +173,9 @@ def test_an_anchor_error_raises_the_yaml_error_safe_load_raises(
         text: str, error: type[Exception]) -> None:
     with pytest.raises(error):
         yaml.safe_load(text)
-    for loader in (fastyaml.LOADER, yaml.SafeLoader):
+    for loader in (yamlfile.LOADER, yaml.SafeLoader):
         with pytest.raises(error):
-            fastyaml.safe_load(text, loader)
+            yamlfile.safe_load(text, loader)
 
 
 @pytest.mark.parametrize("body", [b"a: 1\r\nb: |\r\n  x\r\n  y\r\n", b"a: 1\rb: 2\r", b"k: v\n"],
@@ -183,14 +183,14 @@ def test_an_anchor_error_raises_the_yaml_error_safe_load_raises(
 def test_read_text_reads_as_path_read_text(tmp_path: Path, body: bytes) -> None:
     path = tmp_path / "f.yaml"
     path.write_bytes(body)
-    assert fastyaml.read_text(path) == path.read_text(encoding="utf-8")
+    assert yamlfile.read_text(path) == path.read_text(encoding="utf-8")
 
 
 def test_read_text_stops_one_byte_past_the_size_cap(tmp_path: Path) -> None:
     path = tmp_path / "f.yaml"
     path.write_bytes(b"x" * 100)
-    assert fastyaml.read_text(path, limit=100) == "x" * 100
-    with pytest.raises(fastyaml.TooLarge) as caught:
-        fastyaml.read_text(path, limit=99)
+    assert yamlfile.read_text(path, limit=100) == "x" * 100
+    with pytest.raises(yamlfile.TooLarge) as caught:
+        yamlfile.read_text(path, limit=99)
     assert str(caught.value) == ("larger than 99 bytes, the limit for a definition file; shorten "
                                  "it or remove it")

@@ -5,6 +5,7 @@ rounds the call budget cannot honour are a load error."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -28,7 +29,6 @@ from .support.harness import (
     make_delivery,
     write_tree,
 )
-from .test_quick import answered_quickly, both
 
 # The git harness command (WRITE), and a risk.md in the node folder: the last node raises a risk.
 RISKY_WRITE = WRITE.replace(
@@ -167,17 +167,17 @@ def last_node_risk(root: Path) -> Store:
     return store
 
 
+def status(root: Path, *args: str) -> str:
+    result = specops(os.environ.copy(), root, "status", "d1", *args)
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    return result.stdout
+
+
 @pytest.mark.e2e
-def test_status_lists_open_risks_with_their_files_in_text_and_json_on_both_paths(
-        diamond_root: Path, capsys: pytest.CaptureFixture) -> None:
+def test_status_lists_open_risks_with_their_files_in_text_and_json(diamond_root: Path) -> None:
     store = last_node_risk(diamond_root)
     assert store.read("d1").status == "blocked"  # every step is completed; a risk is open
-    for args in [("status", "d1"), ("status", "d1", "--json")]:
-        assert answered_quickly(diamond_root, *args, capsys=capsys), args
-        script, click = both(diamond_root, *args)
-        assert (script.returncode, script.stdout, script.stderr) == (
-            click.returncode, click.stdout, click.stderr), args
-    text = both(diamond_root, "status", "d1")[1].stdout.splitlines()
+    text = status(diamond_root).splitlines()
     assert text[0] == "delivery d1  workflow diamond  status blocked"
     assert text[6:10] == [
         "open risks (decide them before the delivery completes or is pushed):",
@@ -185,30 +185,29 @@ def test_status_lists_open_risks_with_their_files_in_text_and_json_on_both_paths
         f"  question: {RISK_QUESTION}",
         "  next: `specops approve d1 risk --note ...` (or `specops approve d1 risk --reject "
         "--note ...`)"]
-    report = json.loads(both(diamond_root, "status", "d1", "--json")[1].stdout)
+    report = json.loads(status(diamond_root, "--json"))
     [risk] = store.read("d1").risks
     assert report["status"] == "blocked"
     assert report["open_risks"] == [{"node": "d", "path": "phases/d1/d/risk.md",
                                      "raised_at": risk.raised_at}]
     approve(store, "d1", "risk", note="fine")
-    report = json.loads(both(diamond_root, "status", "d1", "--json")[1].stdout)
+    report = json.loads(status(diamond_root, "--json"))
     assert (report["status"], report["open_risks"]) == ("completed", [])
-    assert "open risks" not in both(diamond_root, "status", "d1")[1].stdout
+    assert "open risks" not in status(diamond_root)
 
 
 @pytest.mark.e2e
-def test_status_of_a_used_external_write_approval_reads_the_same_on_both_paths(
-        diamond_root: Path, capsys: pytest.CaptureFixture) -> None:
+def test_status_of_a_used_external_write_approval_shows_it_used(diamond_root: Path) -> None:
     store = last_node_risk(diamond_root)
     approve(store, "d1", "risk")
     approve(store, "d1", "external-write")
     with store.transaction("d1") as state:  # as a push leaves it
         state.approvals[-1].used_at, state.approvals[-1].used_by = "2026-01-01T00:00:00Z", "push"
-    for args in [("status", "d1"), ("status", "d1", "--json")]:
-        assert answered_quickly(diamond_root, *args, capsys=capsys), args
-        script, click = both(diamond_root, *args)
-        assert (script.returncode, script.stdout, script.stderr) == (
-            click.returncode, click.stdout, click.stderr), args
+    report = json.loads(status(diamond_root, "--json"))
+    assert (report["approvals"][-1]["used_at"], report["approvals"][-1]["used_by"]) == (
+        "2026-01-01T00:00:00Z", "push")
+    assert status(diamond_root).splitlines()[0] == (
+        "delivery d1  workflow diamond  status completed")
 
 
 EVALUATOR = """kind: phase

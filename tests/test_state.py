@@ -110,7 +110,7 @@ def test_a_write_that_fails_midway_leaves_the_previous_file_and_no_temp_file(
         state.log("a change to write")
     assert store.index_path("d1").read_bytes() == before
     assert sorted(p.name for p in store.delivery_dir("d1").iterdir()) == [
-        ".lock", ".run.lock", "catalog.json", "index.json", "request.md", "snapshot"]
+        ".lock", ".run.lock", "index.json", "request.md", "snapshot"]
 
 
 def test_reopen_invalidates_downstream_but_not_sibling_branches(diamond_root: Path) -> None:

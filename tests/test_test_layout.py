@@ -9,10 +9,6 @@ from pathlib import Path
 from .support.harness import REPO, write_tree
 
 TESTS = REPO / "tests"
-# Being deleted; until then it keeps its imports, and `test_gate_holes.py` its import of it.
-BEING_DELETED = {"test_quick"}
-# The one helper module outside support/, kept for `test_quick.py` only (see its docstring).
-SHIM = "agentic.py"
 
 
 def imported(path: Path, tests: Path) -> list[tuple[int, str]]:
@@ -48,25 +44,23 @@ def allowed(module: str) -> bool:
     return parts[0] == "support" or parts[-1] == "conftest"
 
 
-def violations(tests: Path, being_deleted: frozenset[str] = frozenset()) -> list[str]:
+def violations(tests: Path) -> list[str]:
     """`file:line imports module` for every import from a test module (test_*.py) of a module of
     `tests` other than support/ and a conftest, and from support/ of anything outside it."""
     problems = []
     for path in sorted(tests.rglob("*.py")):
         rel = path.relative_to(tests)
         in_support = rel.parts[0] == "support"
-        if not (path.name.startswith("test_") or in_support) or path.stem in being_deleted:
+        if not (path.name.startswith("test_") or in_support):
             continue
         for line, module in imported(path, tests):
-            if module.split(".")[-1] in being_deleted:
-                continue
             if (module.split(".")[0] != "support") if in_support else not allowed(module):
                 problems.append(f"tests/{rel}:{line} imports tests.{module}")
     return problems
 
 
 def test_no_test_module_imports_another_module_of_the_tests() -> None:
-    problems = violations(TESTS, frozenset(BEING_DELETED))
+    problems = violations(TESTS)
     assert problems == [], ("move what is shared into tests/support/ (fixtures into "
                             "conftest.py):\n" + "\n".join(problems))
 
@@ -75,8 +69,6 @@ def test_helper_modules_live_in_support() -> None:
     loose = sorted(p.name for p in TESTS.glob("*.py")
                    if not p.name.startswith("test_") and p.name not in ("__init__.py",
                                                                         "conftest.py"))
-    if all((TESTS / f"{name}.py").exists() for name in BEING_DELETED):
-        loose.remove(SHIM)
     assert loose == [], f"helper modules outside tests/support/: {loose}"
     assert (TESTS / "support" / "__init__.py").is_file()
 
@@ -127,5 +119,3 @@ def test_the_check_finds_every_kind_of_import_of_a_test_module(tmp_path: Path) -
         "tests/test_a.py:10 imports tests.test_b",
         "tests/test_a.py:15 imports tests.test_b",
     ]
-    assert violations(tests, frozenset({"test_b"})) == [
-        "tests/state/test_c.py:4 imports tests.state.test_d", "tests/test_a.py:8 imports tests.helpers"]

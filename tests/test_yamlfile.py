@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specops_dag import fastyaml
+from specops_dag import yamlfile
 
 from .support.harness import REPO
 
@@ -30,13 +30,13 @@ DOCUMENTS = {
 
 @pytest.mark.parametrize("text", DOCUMENTS.values(), ids=DOCUMENTS.keys())
 def test_a_document_loads_exactly_as_yaml_safe_load_loads_it(text: str) -> None:
-    expected, got = yaml.safe_load(text), fastyaml.safe_load(text)
+    expected, got = yaml.safe_load(text), yamlfile.safe_load(text)
     assert repr(got) == repr(expected)
     assert type(got) is type(expected)
 
 
 def test_infinities_and_nan_load_as_floats() -> None:
-    got = fastyaml.safe_load("f: [.inf, -.Inf, .nan]\n")["f"]
+    got = yamlfile.safe_load("f: [.inf, -.Inf, .nan]\n")["f"]
     assert got[:2] == [math.inf, -math.inf] and math.isnan(got[2])
 
 
@@ -51,7 +51,7 @@ def test_a_broken_document_raises_the_yaml_error_safe_load_raises(
     with pytest.raises(error):
         yaml.safe_load(text)
     with pytest.raises(error):
-        fastyaml.safe_load(text)
+        yamlfile.safe_load(text)
 
 
 def test_every_yaml_file_in_the_repository_loads_as_with_safe_load() -> None:
@@ -60,4 +60,4 @@ def test_every_yaml_file_in_the_repository_loads_as_with_safe_load() -> None:
     assert len(files) > 20
     for path in files:
         text = Path(path).read_text(encoding="utf-8")
-        assert fastyaml.safe_load(text) == yaml.safe_load(text), path
+        assert yamlfile.safe_load(text) == yaml.safe_load(text), path
