@@ -13,7 +13,7 @@ import pytest
 from specops_dag.component import HarnessRootError, SpecopsWorkflowsComponent, harness_root_of
 from specops_dag.definitions import build_definitions
 
-from .conftest import VENV_BIN, write_tree
+from .support.harness import VENV_BIN, write_tree
 
 COMPONENT = "specops_dag.component.SpecopsWorkflowsComponent"
 DEFS_YAML = "src/team/defs/specops/defs.yaml"
@@ -68,6 +68,7 @@ def dg(env: dict[str, str], project: Path, *args: str) -> subprocess.CompletedPr
                           text=True, timeout=60, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.e2e
 def test_a_dg_project_lists_the_harness_root_s_workflows_through_the_component(
         tmp_path: Path, diamond_root: Path, clean_env: dict[str, str]) -> None:
     project = tmp_path / "team"
@@ -120,6 +121,7 @@ def test_the_component_roots_the_specops_resource_at_the_harness_root_it_names(
     assert defs.resources["specops"].root == str(diamond_root.resolve())
 
 
+@pytest.mark.e2e
 def test_dg_check_yaml_names_a_misspelt_attribute_with_its_file_and_line(
         tmp_path: Path, diamond_root: Path, clean_env: dict[str, str]) -> None:
     project = tmp_path / "team"
@@ -132,6 +134,7 @@ def test_dg_check_yaml_names_a_misspelt_attribute_with_its_file_and_line(
             "property\n") in check.stdout
 
 
+@pytest.mark.e2e
 def test_a_harness_root_that_does_not_exist_fails_dg_check_defs_saying_what_to_change(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
     project = dg_project(tmp_path, "  harness_root: ../../../../../harnes\n")

@@ -173,7 +173,6 @@ def status(root: Path, *args: str) -> str:
     return result.stdout
 
 
-@pytest.mark.e2e
 def test_status_lists_open_risks_with_their_files_in_text_and_json(diamond_root: Path) -> None:
     store = last_node_risk(diamond_root)
     assert store.read("d1").status == "blocked"  # every step is completed; a risk is open
@@ -196,7 +195,6 @@ def test_status_lists_open_risks_with_their_files_in_text_and_json(diamond_root:
     assert "open risks" not in status(diamond_root)
 
 
-@pytest.mark.e2e
 def test_status_of_a_used_external_write_approval_shows_it_used(diamond_root: Path) -> None:
     store = last_node_risk(diamond_root)
     approve(store, "d1", "risk")
