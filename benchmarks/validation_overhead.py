@@ -28,8 +28,8 @@ from specops_dag.delivery.store import Store  # noqa: E402
 from specops_dag.execution.step import run_step  # noqa: E402
 from specops_dag.validation.dotnet import validate_full  # noqa: E402
 from specops_dag.workflow.catalog import definition_roots, load_catalog  # noqa: E402
-from tests.agentic import AGENTIC, replay, requests, settings_for  # noqa: E402
-from tests.conftest import write_tree  # noqa: E402
+from tests.support.agents import AGENTIC, replay, requests, settings_for  # noqa: E402
+from tests.support.harness import write_tree  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 STANDIN = REPO / "tests" / "dotnet_standin"

@@ -8,55 +8,31 @@ import json
 import subprocess
 from pathlib import Path
 
-import git
 import pytest
 
 from specops_dag.agent.codex import codex_argv
 from specops_dag.agent.prompt import preview
-from specops_dag.delivery import lifecycle as ops
 from specops_dag.delivery.lifecycle import snapshot_catalog
 from specops_dag.delivery.store import Store
 from specops_dag.errors import UsageError
 from specops_dag.execution.step import run_step
-from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-from .agentic import AGENTIC, replay, settings_for
-from .conftest import write_tree
-from .githarness import WHO
-from .test_prompt import set_context, specops
+from .support.agents import (
+    AGENTIC,
+    MODES,
+    TARGET_AGENTS,
+    create,
+    replay,
+    requests,
+    set_context,
+    settings_for,
+    world,
+)
+from .support.cli import specops_at
+from .support.git import commit_all
+from .support.harness import write_tree
 
 LITERAL = {"*": [{"literal": {}}, {"literal": {}}, {"literal": {}}]}  # every node, 3 attempts
-TARGET_AGENTS = "# Agents of the target\nWork in the target.\n"
-MODES = ["harness root is the git target", "a separate git target", "a plain-folder target"]
-
-
-def commit_all(folder: Path) -> None:
-    repo = git.Repo.init(folder, initial_branch="main")
-    repo.git.add(A=True)
-    repo.index.commit("initial", author=WHO, committer=WHO)
-
-
-def world(tmp_path: Path, mode: str) -> tuple[Path, Path | None]:
-    """(harness root with the agentic workflow, --target or None) for one target mode."""
-    root = write_tree(tmp_path / "harness", AGENTIC)
-    if mode == MODES[0]:
-        commit_all(root)
-        return root, None
-    target = write_tree(tmp_path / "target", {"AGENTS.md": TARGET_AGENTS, "README.md": "# t\n"})
-    if mode == MODES[1]:
-        commit_all(target)
-    return root, target
-
-
-def create(root: Path, target: Path | None) -> Store:
-    store = Store(root)
-    ops.new_delivery(store, load_catalog(definition_roots(root), display_base=root), "agentic",
-                     "d1", "Write the notes.", target=target)
-    return store
-
-
-def requests(tmp_path: Path) -> list[dict]:
-    return [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
 
 
 def texts(request: dict) -> list[str]:
@@ -64,6 +40,7 @@ def texts(request: dict) -> list[str]:
             for c in item.get("content", []) if isinstance(c, dict)]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", MODES)
 def test_a_literal_agent_completes_the_chain_in_every_target_mode(tmp_path: Path,
                                                                    mode: str) -> None:
@@ -95,6 +72,7 @@ def test_a_literal_agent_completes_the_chain_in_every_target_mode(tmp_path: Path
         assert status.stdout == ""
 
 
+@pytest.mark.e2e
 def test_dry_run_before_the_first_run_shows_exactly_the_prompt_the_run_sends(
         tmp_path: Path) -> None:
     root, _ = world(tmp_path, MODES[0])
@@ -109,6 +87,7 @@ def test_dry_run_before_the_first_run_shows_exactly_the_prompt_the_run_sends(
     assert (root / "phases/d1/write/prompt.md").read_text() == expected.text
 
 
+@pytest.mark.e2e
 def test_a_context_file_only_in_the_users_checkout_fails_dry_run_and_run_alike(
         tmp_path: Path) -> None:
     root, _ = world(tmp_path, MODES[0])
@@ -118,7 +97,7 @@ def test_a_context_file_only_in_the_users_checkout_fails_dry_run_and_run_alike(
     worktree = (root / ".specops/worktrees/d1").resolve()
     message = ("phases/d1/index.json: steps[0].context_files[0]: `docs/local.md` not found in "
                f"{worktree}; fix the path or remove it")
-    result = specops(root, "dry-run", "d1")
+    result = specops_at(root, "dry-run", "d1")
     assert (result.returncode, result.stderr) == (2, f"error: {message}\n")
     with pytest.raises(UsageError) as err:
         run_step(Store(root), "d1", "write")
@@ -152,7 +131,7 @@ def dotnet_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers: Path 
     stand-in `dotnet` on PATH with `answers` (None: no `dotnet` at all)."""
     import shutil
 
-    from .test_validation import FIXTURES, STANDIN
+    from .support.dotnet import FIXTURES, STANDIN
 
     root = tmp_path / "harness"
     shutil.copytree(FIXTURES / "all-pass", root)
@@ -175,9 +154,10 @@ PROBE = ('printf "%s\\n%s\\n" "$NUGET_PACKAGES" "$DOTNET_CLI_HOME" > caches.txt 
          'touch "$NUGET_PACKAGES/probe" "$DOTNET_CLI_HOME/probe"')
 
 
+@pytest.mark.e2e
 def test_the_executor_restores_before_the_first_attempt_into_caches_the_agent_can_write(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from .test_validation import STANDIN
+    from .support.dotnet import STANDIN
 
     store = dotnet_world(tmp_path, monkeypatch, STANDIN / "answers" / "all-pass.yaml")
     root = store.root
@@ -198,6 +178,7 @@ def test_the_executor_restores_before_the_first_attempt_into_caches_the_agent_ca
     assert (cache / "nuget-packages/probe").is_file() and (cache / "dotnet-home/probe").is_file()
 
 
+@pytest.mark.e2e
 def test_without_dotnet_the_restore_is_skipped_and_the_step_record_says_so(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = dotnet_world(tmp_path, monkeypatch, None)
@@ -209,6 +190,7 @@ def test_without_dotnet_the_restore_is_skipped_and_the_step_record_says_so(
         "agent cannot build or test")
 
 
+@pytest.mark.e2e
 def test_a_failed_restore_blocks_the_step_before_any_agent_call(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     answers = tmp_path / "offline.yaml"

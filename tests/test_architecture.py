@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, VENV_BIN
+from .support.harness import REPO, VENV_BIN
 
 PACKAGE = REPO / "specops_dag"
 # Every module outside the Dagster adapter (and the `definitions` shim), from the tree itself.
@@ -42,6 +42,7 @@ def test_the_graph_module_loads_only_the_standard_library_and_dotnet_not_the_cat
     assert printed(code, REPO).strip() == "False"
 
 
+@pytest.mark.e2e
 def test_loading_the_code_location_leaves_the_step_executor_and_state_store_unloaded(
         tmp_path) -> None:
     # Every Dagster process (code server, daemon, run, step) loads the location; these load on
@@ -53,6 +54,7 @@ def test_loading_the_code_location_leaves_the_step_executor_and_state_store_unlo
     assert printed(code, tmp_path).strip() == "[]"
 
 
+@pytest.mark.e2e
 def test_loading_the_code_location_freezes_its_definitions_and_leaves_the_collector_on(
         tmp_path) -> None:
     # The collector is paused while `defs` is built and the result frozen (see long_lived_build).
@@ -64,8 +66,7 @@ def test_loading_the_code_location_freezes_its_definitions_and_leaves_the_collec
 @pytest.mark.parametrize("args", [["status"], ["status", "d1"], ["dry-run", "d1"],
                                   ["dry-run", "d1", "write", "--json"]])
 def test_status_and_dry_run_run_without_importing_dagster(tmp_path, args) -> None:
-    from .agentic import agentic_root
-    from .test_codex import new
+    from .support.agents import agentic_root, new
 
     root = agentic_root(tmp_path)
     new(root)

@@ -4,9 +4,7 @@ and the whole tree under tmp_path (harness, DAGSTER_HOME, HOME) is byte-identica
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -17,11 +15,19 @@ from specops_dag.delivery.lifecycle import new_delivery
 from specops_dag.delivery.store import Store
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-from .agentic import AGENTIC
-from .conftest import DIAMOND, VENV_BIN, WRITE_OUT, command_phase, write_tree
+from .support.agents import AGENTIC
+from .support.harness import (
+    DIAMOND,
+    VENV_BIN,
+    WF,
+    WRITE_OUT,
+    command_phase,
+    tree_digest,
+    write_files,
+    write_tree,
+)
 
 Setup = Callable[[Path], None]
-WF = "workflow_defs/workflows/diamond.yaml"
 PHASE_A = "workflow_defs/phases/p-a.yaml"
 DONE = "error: {n} problem(s) in the definitions; nothing was changed\n"
 USE_ID = "; use e.g. `rss-cache` or `2026-11-rss-cache`\n"
@@ -31,31 +37,6 @@ UNKNOWN = ("error: unknown delivery `{d}`: phases/{d}/index.json not found; list
            "`specops status` or create one with `specops new`\n")
 WHERE = "error: phases/d1/index.json: steps[0].context_files"
 ABSOLUTE = "is absolute; use a path relative to the repository {root}\n"
-
-
-def tree_digest(folder: Path) -> str:
-    """Every path under `folder` (itself included): mode, mtime, size, file bytes and symlink
-    targets. A rejected input must change none of it, not even a lock file's mtime."""
-    digest = hashlib.sha256()
-    for path in [folder, *sorted(folder.rglob("*"))]:
-        st = path.lstat()
-        digest.update(f"{path.relative_to(folder)}\0{st.st_mode:o}\0{st.st_mtime_ns}\0"
-                      f"{st.st_size}\0".encode())
-        if path.is_symlink():
-            digest.update(os.readlink(path).encode())
-        elif path.is_file():
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
-def write_files(root: Path, files: dict[str, str | bytes]) -> None:
-    for rel, body in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(body, bytes):
-            path.write_bytes(body)
-        else:
-            path.write_text(body, encoding="utf-8")
 
 
 def create(root: Path, workflow: str, request: str) -> None:
@@ -517,6 +498,7 @@ def run_specops(root: Path, env: dict[str, str], argv: list[str],
                           input=stdin, stdin=subprocess.DEVNULL if stdin is None else None)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("setup", "argv", "code", "stderr", "stdout", "stdin", "extra_env"),
                          CORPUS)
 def test_every_malformed_input_gets_its_exact_error_and_leaves_the_tree_byte_identical(

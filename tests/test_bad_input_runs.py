@@ -14,8 +14,7 @@ from specops_dag.delivery import lifecycle as ops
 from specops_dag.delivery.store import Store
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-from .conftest import VENV_BIN
-from .test_prompt import tree_state
+from .support.harness import VENV_BIN, tree_state
 
 
 def specops(root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -99,6 +98,7 @@ def test_a_state_file_over_the_size_cap_is_an_exact_error(diamond_root: Path,
                                  "state specops writes; restore it from git")
 
 
+@pytest.mark.e2e
 def test_a_consumer_checks_its_upstream_handoffs_before_it_starts_and_reports_drift(
         diamond_root: Path) -> None:
     from specops_dag.execution.step import run_step
@@ -120,13 +120,14 @@ def test_a_consumer_checks_its_upstream_handoffs_before_it_starts_and_reports_dr
 
 def git_delivery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Store]:
     """The git harness (diamond of commands writing product files) with delivery `d1`."""
-    from .githarness import git_harness
+    from .support.git import git_harness
 
     monkeypatch.setenv("CALLS", str(tmp_path / "calls.log"))
     root, _ = git_harness(tmp_path)
     return root, created(root)
 
 
+@pytest.mark.e2e
 def test_a_git_lock_no_process_holds_is_removed_and_the_step_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.execution.step import run_step
@@ -142,6 +143,7 @@ def test_a_git_lock_no_process_holds_is_removed_and_the_step_runs(
     assert (event.step, event.detail) == ("b", f"{lock} (no process had it open)")
 
 
+@pytest.mark.e2e
 def test_a_git_lock_a_live_process_holds_blocks_the_step_with_the_fix_and_no_attempt(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.execution.step import run_step
@@ -161,6 +163,7 @@ def test_a_git_lock_a_live_process_holds_blocks_the_step_with_the_fix_and_no_att
     assert run_step(store, "d1", "b").status == "completed"
 
 
+@pytest.mark.e2e
 def test_a_metadata_commit_interrupted_after_completion_is_made_on_the_next_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import git
@@ -214,6 +217,7 @@ def test_a_run_killed_after_the_metadata_commit_but_before_its_sha_was_recorded_
     assert git.Repo(root).commit(sha).message == "[d1] a attempt 1: metadata\n"
 
 
+@pytest.mark.e2e
 def test_a_failed_metadata_commit_fails_the_step_visibly_and_the_next_run_retries_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.execution.step import run_step
@@ -283,6 +287,7 @@ def risk_outside(data: dict) -> None:
 FIX = "fix the file or restore it from git"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("change", "message"), [
     (duplicate_step, "steps[4].name: `b` is also steps[1]; step names are unique"),
     (no_steps, "steps: empty, a delivery has at least one step"),
@@ -324,6 +329,7 @@ def test_a_symlinked_definition_is_reported_under_the_link_not_its_target(
     assert tree_state(diamond_root) == before
 
 
+@pytest.mark.e2e
 def test_a_missing_worktree_blocks_the_step_with_the_commands_that_recreate_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
@@ -347,6 +353,7 @@ def test_a_missing_worktree_blocks_the_step_with_the_commands_that_recreate_it(
     assert run_step(store, "d1", "b").status == "completed"
 
 
+@pytest.mark.e2e
 def test_a_state_lock_that_became_a_folder_is_an_exact_error_before_the_run_starts(
         diamond_root: Path) -> None:
     created(diamond_root)

@@ -15,8 +15,7 @@ from specops_dag.errors import DefinitionError
 from specops_dag.workflow import yamlfile
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-from .conftest import DIAMOND, VENV_BIN, write_tree
-from .test_bad_input import tree_digest, write_files
+from .support.harness import DIAMOND, VENV_BIN, tree_digest, write_files, write_tree
 
 DONE = "error: 1 problem(s) in the definitions; nothing was changed\n"
 LETTERS = "abcdefghij"
@@ -55,6 +54,7 @@ def env(tmp_path: Path, clean_env: dict[str, str]) -> dict[str, str]:
     return {**base, "HOME": str(tmp_path / "home")}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("argv", [["check"], ["new", "diamond", "d2", "--request", "x"]],
                          ids=["check", "new"])
 @pytest.mark.parametrize(("rel", "body", "error"), CASES.values(), ids=CASES.keys())

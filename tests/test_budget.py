@@ -3,13 +3,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from specops_dag.delivery.lifecycle import new_delivery
 from specops_dag.delivery.store import Store
 from specops_dag.execution.step import run_step
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-from .agentic import agentic_root, replay, settings_for
-from .test_prompt import specops
+from .support.agents import agentic_root, replay, settings_for
+from .support.cli import specops_at
+
+pytestmark = pytest.mark.e2e
 
 # An attempt that reads its inputs and writes its step record and handoff but not the required
 # notes.md, in three model requests of 300 + 100 tokens: 1200 tokens per attempt.
@@ -54,9 +58,9 @@ def test_a_spent_delivery_budget_blocks_every_further_call(tmp_path: Path) -> No
     assert second.message == ("budget: delivery `d1` used 1200 of its 1000 tokens; no further "
                               "codex call is made")
     assert requests_made(tmp_path) == 3  # the first attempt's three, none for the second
-    status = json.loads(specops(root, "status", "d1", "--json").stdout)
+    status = json.loads(specops_at(root, "status", "d1", "--json").stdout)
     assert status["tokens"] == {"delivery": 1200, "budget": 1000, "cached_input": 0,
                                 "per_node": {"write": 1200, "review": 0}}
-    text = specops(root, "status", "d1").stdout.splitlines()
+    text = specops_at(root, "status", "d1").stdout.splitlines()
     assert text[2].startswith("  ■  0 write            blocked    [1200 tokens] budget: ")
     assert "tokens: 1200 of 1000" in text

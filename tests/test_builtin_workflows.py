@@ -7,25 +7,21 @@ independent validation through the `dotnet` stand-in."""
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import git
+import pytest
 
 from specops_dag.delivery.store import Store
 
-from .agentic import replay
-from .conftest import VENV_BIN
-from .githarness import WHO
-from .test_validation import FIXTURES, STANDIN
+from .support.agents import replay
+from .support.dotnet import AGENTS, FIXTURES, STANDIN, Harness, assert_clean_git
+from .support.git import WHO
 
-AGENTS = ("# AGENTS.md\n\nA small .NET 8 calculator. Keep changes small, TargetFramework net8.0,"
-          " tests under tests/.\n")
+pytestmark = pytest.mark.e2e
 
 # The develop/build product change: a doc comment on Calculator.Add through codex's apply_patch
 # tool (cwd = the delivery's worktree). Its test file tests/Calc.Tests/CalculatorTests.cs exists,
@@ -44,35 +40,6 @@ SED = ("sed -i 's|^    public int Multiply|    // Multiplies two integers.\\n   
        "Multiply|' src/Calc/Calculator.cs")
 SEDDED = ("namespace Calc;\n\npublic class Calculator\n{\n    public int Add(int a, int b) => a + b;"
           "\n\n    // Multiplies two integers.\n    public int Multiply(int a, int b) => a * b;\n}\n")
-
-
-@dataclass(frozen=True)
-class Harness:
-    root: Path
-    env: dict[str, str]
-    log: Path
-
-    def specops(self, *args: str, timeout: float = 200) -> subprocess.CompletedProcess:
-        return subprocess.run([str(VENV_BIN / "specops"), "--root", str(self.root), *args],
-                              env=self.env, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
-
-    def ok(self, *args: str) -> str:
-        result = self.specops(*args)
-        assert result.returncode == 0, result.stdout + result.stderr
-        return result.stdout
-
-    def run(self, delivery: str, expected: int) -> str:
-        """`specops run`; its own deadline stops the Dagster run and every agent under it."""
-        result = self.specops("run", delivery, "--executor", "in_process", "--timeout", "150")
-        assert result.returncode == expected, result.stdout + result.stderr
-        return result.stdout
-
-    def status(self, delivery: str) -> dict:
-        return json.loads(self.ok("status", delivery, "--json"))
-
-    def requests(self) -> list[dict]:
-        return [json.loads(line) for line in self.log.read_text().splitlines()]
 
 
 def git_fixture(tmp_path: Path) -> Path:
@@ -150,20 +117,6 @@ def assert_no_literal_block(h: Harness, nodes: list[str]) -> None:
     done = [e["node"] for e in requests if (e.get("literal") or {}).get("action") in (
         "done", "review")]
     assert sorted(done) == sorted(nodes)
-
-
-def assert_clean_git(h: Harness, delivery: str) -> list[str]:
-    """Nothing left in the user's checkout or the worktree; no build output in any commit.
-    Returns the subjects of feat-<d>, newest first."""
-    repo = git.Repo(h.root)
-    assert repo.git.status("--porcelain", "--untracked-files=all") == ""
-    assert repo.active_branch.name == "main"
-    assert repo.git.log("main", "--format=%s").splitlines() == ["fixture"]
-    worktree = git.Repo(h.root / ".specops/worktrees" / delivery)
-    assert worktree.git.status("--porcelain", "--untracked-files=all") == ""
-    committed = repo.git.log("--all", "--name-only", "--format=").split()
-    assert [p for p in committed if {"bin", "obj", "TestResults"} & set(p.split("/"))] == []
-    return repo.git.log(f"feat-{delivery}", "--format=%s").splitlines()
 
 
 def assert_product_commit(h: Harness, delivery: str, node: str, content: str) -> None:

@@ -8,16 +8,9 @@ from specops_dag.builtin import BUILTIN_DEFS
 from specops_dag.errors import DefinitionError
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-from .conftest import DIAMOND, WRITE_OUT, command_phase, write_tree
+from .support.harness import DIAMOND, WF, WRITE_OUT, command_phase, load_problems, write_tree
 
-WF = "workflow_defs/workflows/diamond.yaml"
 WFF = "workflows/diamond.yaml"
-
-
-def load_problems(root: Path) -> list[str]:
-    with pytest.raises(DefinitionError) as info:
-        load_catalog([root / "workflow_defs"], display_base=root)
-    return info.value.problems
 
 
 def diamond_with(nodes: str, inputs: str = "{request: {contract: req}}") -> str:

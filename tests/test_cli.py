@@ -8,9 +8,8 @@ import dagster as dg
 import git
 import pytest
 
-from .conftest import write_tree
-from .test_definitions import specops
-from .test_state import complete, make_delivery
+from .support.cli import specops
+from .support.harness import complete, make_delivery, write_tree
 
 
 def tree_digest(folder: Path) -> str:
@@ -47,6 +46,7 @@ def test_check_exits_2_with_every_problem_and_changes_nothing(
     assert tree_digest(diamond_root / "phases") == before
 
 
+@pytest.mark.e2e
 def test_schema_prints_json_schema_for_both_kinds(tmp_path: Path,
                                                   clean_env: dict[str, str]) -> None:
     result = specops(clean_env, tmp_path, "schema")
@@ -78,6 +78,7 @@ NEW_ERRORS = [
 ]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("args", "message"), NEW_ERRORS)
 def test_a_failed_new_exits_2_and_leaves_phases_and_dagster_untouched(
         diamond_root: Path, clean_env: dict[str, str], args: list[str], message: str) -> None:
@@ -91,6 +92,7 @@ def test_a_failed_new_exits_2_and_leaves_phases_and_dagster_untouched(
         assert instance.get_dynamic_partitions("delivery") == ["d1"]
 
 
+@pytest.mark.e2e
 def test_new_with_both_or_neither_request_option_is_a_usage_error(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     for args in (["--request", "x", "--request-file", "f"], []):
@@ -101,6 +103,7 @@ def test_new_with_both_or_neither_request_option_is_a_usage_error(
     assert not (diamond_root / "phases").exists()
 
 
+@pytest.mark.e2e
 def test_new_reads_the_request_from_a_utf8_file_and_refuses_other_bytes(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     bad = diamond_root / "bad.txt"
@@ -166,6 +169,7 @@ def test_status_of_an_unknown_delivery_exits_2(tmp_path: Path,
            "with `specops status` or create one with `specops new`\n")
 
 
+@pytest.mark.e2e
 def test_reopen_resume_and_approve_from_the_cli(diamond_root: Path,
                                                 clean_env: dict[str, str]) -> None:
     store = make_delivery(diamond_root)
@@ -181,6 +185,7 @@ def test_reopen_resume_and_approve_from_the_cli(diamond_root: Path,
         2, "error: delivery `d1` has no `scope` gate (its gates: external-write)\n")
 
 
+@pytest.mark.e2e
 def test_run_goes_through_a_dagster_run_and_reports_the_steps(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     assert specops(clean_env, diamond_root, "new", "diamond", "d1", "--request", "Go."
@@ -197,6 +202,7 @@ def test_run_goes_through_a_dagster_run_and_reports_the_steps(
             ("diamond_job", "d1", "SUCCESS")]
 
 
+@pytest.mark.e2e
 def test_demo_runs_a_quick_delivery_with_the_real_codex_cli_offline(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
     env = {k: v for k, v in clean_env.items() if k != "DAGSTER_HOME"}

@@ -16,22 +16,13 @@ from specops_dag.agent.codex import (
     hook_overrides,
     hook_trust_hash,
 )
-from specops_dag.delivery.lifecycle import new_delivery
 from specops_dag.delivery.store import Store
 from specops_dag.errors import ToolMissing
 from specops_dag.execution.step import run_step
 from specops_dag.files import sha256_file
 from specops_dag.hooks import guard as hook_guard
-from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-from .agentic import agentic_root, attempts, replay, settings_for, wrote
-
-
-def new(root: Path, delivery: str = "d1") -> Store:
-    store = Store(root)
-    new_delivery(store, load_catalog(definition_roots(root), display_base=root), "agentic",
-                 delivery, "Write release notes.")
-    return store
+from .support.agents import agentic_root, attempts, new, replay, settings_for, wrote
 
 
 def user_text(request: dict) -> str:
@@ -128,6 +119,7 @@ def test_an_agent_that_writes_its_artifact_completes_with_registered_handoffs(
         "phases/d1/write/notes.md", "phases/d1/snapshot/skills/c-review-skill/SKILL.md"]}
 
 
+@pytest.mark.e2e
 def test_exit_zero_without_the_artifact_is_retried_with_a_summary_naming_it(
         tmp_path: Path) -> None:
     store = new(agentic_root(tmp_path))
@@ -151,6 +143,7 @@ def test_exit_zero_without_the_artifact_is_retried_with_a_summary_naming_it(
     assert [u.attempt for u in store.read("d1").get_step("write").usage] == [1, 2]
 
 
+@pytest.mark.e2e
 def test_three_failures_leave_the_step_in_error(tmp_path: Path) -> None:
     store = new(agentic_root(tmp_path))
     nodes = {"write": [[{"fail": "response-failed"}]] * 3}
@@ -164,6 +157,7 @@ def test_three_failures_leave_the_step_in_error(tmp_path: Path) -> None:
                                   "completion: replay: scripted response.failed")
 
 
+@pytest.mark.e2e
 def test_an_http_500_storm_is_a_failed_attempt_and_the_retry_succeeds(tmp_path: Path) -> None:
     store = new(agentic_root(tmp_path))
     nodes = {"write": [[{"fail": "http-500"}], {"literal": {}}]}
@@ -175,6 +169,7 @@ def test_an_http_500_storm_is_a_failed_attempt_and_the_retry_succeeds(tmp_path: 
     assert (second.status, second.message) == ("completed", wrote("write", "notes.md"))
 
 
+@pytest.mark.e2e
 def test_a_hanging_model_is_killed_by_the_idle_watchdog_and_no_process_survives(
         tmp_path: Path) -> None:
     root = agentic_root(tmp_path)
@@ -215,6 +210,7 @@ def test_codex_is_found_in_node_modules_when_no_override_is_set(tmp_path: Path) 
         find_codex(AgentSettings(codex_bin="/nonexistent/codex"), tmp_path)
 
 
+@pytest.mark.e2e
 def test_an_unreachable_provider_is_an_environment_error_not_an_endless_loop(
         tmp_path: Path) -> None:
     store = new(agentic_root(tmp_path))
@@ -227,6 +223,7 @@ def test_an_unreachable_provider_is_an_environment_error_not_an_endless_loop(
     assert store.read("d1").get_step("write").status == "blocked"
 
 
+@pytest.mark.e2e
 def test_api_keys_stay_out_of_agent_commands_and_saved_output(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DEMO_API_KEY", "sk-very-secret-123")
@@ -255,11 +252,12 @@ def test_api_keys_stay_out_of_agent_commands_and_saved_output(
     assert os.environ["DEMO_API_KEY"] == "sk-very-secret-123"
 
 
+@pytest.mark.e2e
 def test_a_codex_delivery_runs_through_dagster_with_retries_and_token_metadata(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
     import dagster as dg
 
-    from .test_definitions import job_execute, specops
+    from .support.cli import job_execute, specops
 
     root = agentic_root(tmp_path)
     assert specops(clean_env, root, "new", "agentic", "d1", "--request", "Notes.").returncode == 0
@@ -294,6 +292,7 @@ def test_a_codex_delivery_runs_through_dagster_with_retries_and_token_metadata(
         assert meta["tokens_delivery"].value == 7200
 
 
+@pytest.mark.e2e
 def test_a_bad_codex_option_is_an_environment_error_not_a_retry(tmp_path: Path) -> None:
     store = new(agentic_root(tmp_path))
     with replay(tmp_path, {"write": [{"literal": {}}]}) as server:
@@ -310,7 +309,7 @@ def test_the_replay_server_command_serves_a_scenario_on_loopback(tmp_path: Path)
     import subprocess
     import urllib.request
 
-    from .conftest import VENV_BIN
+    from .support.harness import VENV_BIN
 
     scenario = tmp_path / "s.yaml"
     scenario.write_text("nodes:\n  write:\n    - - message: hello from replay\n")

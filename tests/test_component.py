@@ -17,7 +17,7 @@ from specops_dag.dagster_adapter.component import (
 )
 from specops_dag.dagster_adapter.definitions import build_definitions
 
-from .conftest import VENV_BIN, write_tree
+from .support.harness import VENV_BIN, write_tree
 
 COMPONENT = "specops_dag.dagster_adapter.component.SpecopsWorkflowsComponent"
 DEFS_YAML = "src/team/defs/specops/defs.yaml"
@@ -72,6 +72,7 @@ def dg(env: dict[str, str], project: Path, *args: str) -> subprocess.CompletedPr
                           text=True, timeout=60, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.e2e
 def test_a_dg_project_lists_the_harness_root_s_workflows_through_the_component(
         tmp_path: Path, diamond_root: Path, clean_env: dict[str, str]) -> None:
     project = tmp_path / "team"
@@ -124,6 +125,7 @@ def test_the_component_roots_the_specops_resource_at_the_harness_root_it_names(
     assert defs.resources["specops"].root == str(diamond_root.resolve())
 
 
+@pytest.mark.e2e
 def test_dg_check_yaml_names_a_misspelt_attribute_with_its_file_and_line(
         tmp_path: Path, diamond_root: Path, clean_env: dict[str, str]) -> None:
     project = tmp_path / "team"
@@ -136,6 +138,7 @@ def test_dg_check_yaml_names_a_misspelt_attribute_with_its_file_and_line(
             "property\n") in check.stdout
 
 
+@pytest.mark.e2e
 def test_a_harness_root_that_does_not_exist_fails_dg_check_defs_saying_what_to_change(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
     project = dg_project(tmp_path, "  harness_root: ../../../../../harnes\n")

@@ -6,28 +6,13 @@ import subprocess
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from specops_dag.dagster_adapter.definitions import SpecopsResource, build_definitions, data_version
 from specops_dag.delivery.store import Store
 
-from .conftest import FAIL, REPO, VENV_BIN, command_phase
-from .test_state import complete, make_delivery
-
-
-def specops(env: dict[str, str], root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(VENV_BIN / "specops"), "--root", str(root), *args], env=env,
-                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-
-
-def job_execute(env: dict[str, str], root: Path, job: str, delivery: str,
-                executor: str = "in_process") -> subprocess.CompletedProcess:
-    config = root / f"{executor}.yaml"
-    config.write_text(f"execution:\n  config:\n    {executor}: {{}}\n")
-    return subprocess.run(
-        [str(VENV_BIN / "dagster"), "job", "execute", "-m", "specops_dag.definitions", "-j", job,
-         "-c", str(config), "--tags", json.dumps({"dagster/partition": delivery})],
-        env={**env, "SPECOPS_ROOT": str(root)}, cwd=root, capture_output=True, text=True,
-        timeout=300, stdin=subprocess.DEVNULL)
+from .support.cli import job_execute, specops
+from .support.harness import FAIL, REPO, VENV_BIN, command_phase, complete, make_delivery
 
 
 def test_definitions_have_one_asset_per_node_keyed_by_workflow_and_node(
@@ -60,6 +45,7 @@ def test_the_code_version_changes_when_the_phase_definition_changes(diamond_root
     assert before != after
 
 
+@pytest.mark.e2e
 def test_the_nightly_schedule_requests_one_run_per_delivery_with_runnable_steps(
         diamond_root: Path) -> None:
     wf = diamond_root / "workflow_defs/workflows/diamond.yaml"
@@ -98,6 +84,7 @@ def test_the_nightly_schedule_requests_one_run_per_delivery_with_runnable_steps(
                 if s.status == "completed"] == ["a", "b", "c", "d"]
 
 
+@pytest.mark.e2e
 def test_a_delivery_runs_end_to_end_through_dagster_job_execute(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     created = specops(clean_env, diamond_root, "new", "diamond", "d1", "--request", "Go.")
@@ -128,6 +115,7 @@ STEP_PARENT = ("[python3, -c, \"import os,pathlib; stat=open('/proc/%d/stat' % o
                "pathlib.Path(os.environ['SPECOPS_NODE_DIR'], 'out.txt').write_text(cmd)\"]")
 
 
+@pytest.mark.e2e
 def test_multiprocess_steps_fork_from_a_warm_forkserver_unless_spawn_is_configured(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     (diamond_root / "workflow_defs/phases/p-a.yaml").write_text(
@@ -151,6 +139,7 @@ def test_multiprocess_steps_fork_from_a_warm_forkserver_unless_spawn_is_configur
     assert "dagster job execute" in (diamond_root / "phases/d2/a/out.txt").read_text()
 
 
+@pytest.mark.e2e
 def test_a_failing_node_gets_three_attempts_and_an_unrelated_branch_still_completes(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     (diamond_root / "workflow_defs/phases/p-b.yaml").write_text(
@@ -176,6 +165,7 @@ def test_a_failing_node_gets_three_attempts_and_an_unrelated_branch_still_comple
                                              "STEP_UP_FOR_RETRY", "STEP_RESTARTED"]
 
 
+@pytest.mark.e2e
 def test_the_workspace_validates_with_dagster_definitions_validate(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     result = subprocess.run(

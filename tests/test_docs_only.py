@@ -7,7 +7,7 @@ import pytest
 
 from specops_dag.validation.docs_only import docs_only_change
 
-from .conftest import write_tree
+from .support.harness import write_tree
 
 
 def repo_with_base(tmp_path: Path) -> tuple[Path, str]:

@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from specops_dag.agent.prompt import assemble_prompt
 from specops_dag.delivery.lifecycle import snapshot_catalog
 from specops_dag.delivery.queries import delivery_tokens, step_tokens
 from specops_dag.execution.step import run_step
 
-from .agentic import replay, settings_for
-from .test_review_loop import review_root, verdict
+from .support.agents import replay, review_root, settings_for, verdict
+
+pytestmark = pytest.mark.e2e
 
 
 def run_rounds(tmp_path: Path, verdicts: list[dict]):
@@ -128,7 +131,7 @@ def test_the_evaluator_phase_budget_stops_further_review_rounds(tmp_path: Path) 
 
 def test_budgets_count_uncached_input_and_status_shows_cached_input_beside(
         tmp_path: Path) -> None:
-    from .test_prompt import specops
+    from .support.cli import specops_at
 
     usage = {"input_tokens": 1000, "cached_input_tokens": 800, "output_tokens": 100}
     store = review_root(tmp_path)
@@ -140,6 +143,6 @@ def test_budgets_count_uncached_input_and_status_shows_cached_input_beside(
             "completed")
     step = store.read("d1").get_step("write")
     assert step_tokens(step) == 5 * (1000 - 800 + 100)  # 3 generator + 2 evaluator requests
-    text = specops(store.root, "status", "d1").stdout
+    text = specops_at(store.root, "status", "d1").stdout
     assert "[1500 tokens, 4000 cached]" in text
     assert "tokens: 1500 (uncached input + output; 4000 cached input beside)" in text

@@ -8,16 +8,14 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from specops_dag.delivery.store import Store, lock_holder
 
-from .conftest import VENV_BIN, command_phase
-from .test_definitions import specops
+from .support.cli import specops
+from .support.harness import SLEEP, VENV_BIN, command_phase
 
-# Sleeps NAP seconds and records when it ran, so tests can see overlap without timing anything.
-SLEEP = ("[python3, -c, \"import os,pathlib,time,json; t=time.time(); "
-         "time.sleep(float(os.environ.get('NAP', '0'))); d=os.environ['SPECOPS_NODE_DIR']; "
-         "pathlib.Path(d,'ran.json').write_text(json.dumps([t, time.time()])); "
-         "pathlib.Path(d,'out.txt').write_text('x')\"]")
+pytestmark = pytest.mark.e2e
 
 
 def run_lock_holder(lock: Path) -> int | None:
@@ -91,9 +89,9 @@ def test_runs_killed_at_random_points_never_lose_work_or_redo_completed_nodes(
 
     from specops_dag.files import sha256_file
 
-    from .githarness import git_harness
-    from .test_definitions import job_execute
-    from .test_recovery import start_run, survivors
+    from .support.cli import job_execute
+    from .support.git import git_harness
+    from .support.processes import start_run, survivors
 
     rng = random.Random(20261130)  # fixed seed: the same "random" points every run
     cut_short = []

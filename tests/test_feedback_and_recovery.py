@@ -19,11 +19,10 @@ from specops_dag.execution.step import run_step
 from specops_dag.files import sha256_file
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-from .agentic import agentic_root
-from .conftest import DIAMOND, command_phase, write_tree
-from .githarness import WHO, commit_paths, git_harness
-from .test_codex import new as new_agentic
-from .test_prompt import completed_write
+from .support.agents import agentic_root, completed_write
+from .support.agents import new as new_agentic
+from .support.git import WHO, commit_paths, git_harness
+from .support.harness import DIAMOND, command_phase, write_tree
 
 
 def prompt_parts(root: Path, node: str) -> list[tuple[str, str | None]]:
@@ -122,6 +121,7 @@ FLAKY = ("[python3, -c, \"import os,pathlib,sys; pathlib.Path('src').mkdir(exist
          "sys.exit(0 if ok else 1)\"]")
 
 
+@pytest.mark.e2e
 def test_a_resumed_step_goes_on_from_its_own_leftover_changes_instead_of_a_write_conflict(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = write_tree(tmp_path / "harness", {
@@ -160,6 +160,7 @@ BUILD_OUTPUT = ("[python3, -c, \"import os,pathlib; n=os.environ['SPECOPS_NODE']
                 "pathlib.Path(os.environ['SPECOPS_NODE_DIR'], 'out.txt').write_text(n)\"]")
 
 
+@pytest.mark.e2e
 def test_build_outputs_are_never_committed_and_the_users_checkout_stays_clean(
         tmp_path: Path) -> None:
     root, _ = git_harness(tmp_path)

@@ -18,14 +18,19 @@ from specops_dag.delivery.store import Store
 from specops_dag.errors import BlockedError
 from specops_dag.execution.step import run_step
 
-from .conftest import DIAMOND, VENV_BIN, write_tree
-from .githarness import WHO, WRITE, git_harness
-from .test_catalog import WF, load_problems
-from .test_definitions import specops
-from .test_git import new, run_all
-from .test_state import complete, make_delivery
+from .support.cli import specops
+from .support.git import WHO, WRITE, git_harness, new, run_all
+from .support.harness import (
+    DIAMOND,
+    VENV_BIN,
+    WF,
+    complete,
+    load_problems,
+    make_delivery,
+    write_tree,
+)
 
-# The githarness command, and a risk.md in the node folder: the last node raises a risk.
+# The git harness command (WRITE), and a risk.md in the node folder: the last node raises a risk.
 RISKY_WRITE = WRITE.replace(
     "open(os.environ['CALLS']",
     "pathlib.Path(os.environ['SPECOPS_NODE_DIR'], 'risk.md').write_text('# Risk: no rollback'); "
@@ -60,6 +65,7 @@ def origin_heads(origin: Path) -> list[str]:
     return [h.name for h in git.Repo(origin).heads]
 
 
+@pytest.mark.e2e
 def test_a_risk_raised_by_the_last_node_keeps_the_delivery_from_completing_and_push_refuses_until_it_is_approved(  # noqa: E501
         tmp_path: Path, calls: Path, clean_env: dict[str, str]) -> None:
     root, origin = risky_last_node(tmp_path)
@@ -91,6 +97,7 @@ def test_a_risk_raised_by_the_last_node_keeps_the_delivery_from_completing_and_p
         git.Repo(root).heads["feat-d1"].commit.hexsha)
 
 
+@pytest.mark.e2e
 def test_a_rejected_risk_of_the_last_node_still_refuses_the_push(
         tmp_path: Path, calls: Path) -> None:
     root, origin = risky_last_node(tmp_path)
@@ -104,6 +111,7 @@ def test_a_rejected_risk_of_the_last_node_still_refuses_the_push(
     assert "feat-d1" not in origin_heads(origin)
 
 
+@pytest.mark.e2e
 def test_a_second_push_needs_a_second_external_write_approval(
         tmp_path: Path, calls: Path) -> None:
     root, origin = git_harness(tmp_path)
@@ -133,6 +141,7 @@ def test_a_second_push_needs_a_second_external_write_approval(
         ("first push", f"push feat-d1 {pushed}"), ("second push", f"push feat-d1 {head}")]
 
 
+@pytest.mark.e2e
 def test_a_push_git_rejects_leaves_the_external_write_approval_usable(
         tmp_path: Path, calls: Path) -> None:
     root, origin = git_harness(tmp_path)

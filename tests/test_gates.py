@@ -13,8 +13,7 @@ from specops_dag.delivery.store import Store
 from specops_dag.errors import UsageError
 from specops_dag.execution.step import run_step
 
-from .conftest import command_phase
-from .test_state import make_delivery
+from .support.harness import command_phase, make_delivery
 
 RISKY = ("[python3, -c, \"import os,pathlib; d=os.environ['SPECOPS_NODE_DIR']; "
          "pathlib.Path(d,'out.txt').write_text('a'); "
@@ -85,6 +84,7 @@ def test_a_rejection_sends_the_node_back_and_keeps_its_downstream_blocked_with_t
                                                   "ambiguous")
 
 
+@pytest.mark.e2e
 def test_a_changed_decision_is_a_revision_that_reopens_what_consumed_it(
         diamond_root: Path) -> None:
     store = gated(diamond_root)
@@ -111,6 +111,7 @@ def test_a_changed_decision_is_a_revision_that_reopens_what_consumed_it(
         "decision on gate `target-write` changed to rejected: now it is not")
 
 
+@pytest.mark.e2e
 def test_an_agent_raises_a_risk_gate_for_its_downstream(diamond_root: Path) -> None:
     (diamond_root / "workflow_defs/phases/p-a.yaml").write_text(
         command_phase("p-a", RISKY, {"request": "req"}, {"out": "a-out"}))

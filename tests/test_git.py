@@ -13,8 +13,8 @@ from specops_dag.delivery.store import Store
 from specops_dag.execution.step import run_step
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-from .githarness import commit_paths, git_harness
-from .test_definitions import job_execute, specops
+from .support.cli import job_execute, specops
+from .support.git import commit_paths, git_harness, new, run_all
 
 
 @pytest.fixture
@@ -22,17 +22,6 @@ def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "calls.log"
     monkeypatch.setenv("CALLS", str(path))
     return path
-
-
-def new(root: Path, delivery: str = "d1") -> Store:
-    store = Store(root)
-    ops.new_delivery(store, load_catalog(definition_roots(root), display_base=root), "diamond",
-                     delivery, "Add the four files.")
-    return store
-
-
-def run_all(store: Store, delivery: str = "d1") -> list[str]:
-    return [run_step(store, delivery, n).status for n in "abcd"]
 
 
 def test_each_step_lands_as_a_product_commit_and_a_metadata_commit_on_its_branch(
@@ -82,6 +71,7 @@ def test_a_dirty_worktree_blocks_the_next_step_as_a_write_conflict(tmp_path: Pat
     assert store.read("d1").get_step("b").status == "blocked"
 
 
+@pytest.mark.e2e
 def test_reopen_reruns_only_the_reopened_slice_and_keeps_revisions(
         tmp_path: Path, calls: Path) -> None:
     root, _ = git_harness(tmp_path)
@@ -101,6 +91,7 @@ def test_reopen_reruns_only_the_reopened_slice_and_keeps_revisions(
     assert history.count("reopened") == 1
 
 
+@pytest.mark.e2e
 def test_a_hand_edited_handoff_shows_as_drift_in_status_and_in_dagster(
         tmp_path: Path, calls: Path, clean_env: dict[str, str]) -> None:
     root, _ = git_harness(tmp_path)
@@ -122,6 +113,7 @@ def test_a_hand_edited_handoff_shows_as_drift_in_status_and_in_dagster(
             "input `a/result` phases/d1/a/out.txt changed since it was consumed"]
 
 
+@pytest.mark.e2e
 def test_reopen_marks_the_invalidated_assets_in_dagster(tmp_path: Path, calls: Path,
                                                         clean_env: dict[str, str]) -> None:
     root, _ = git_harness(tmp_path)
@@ -145,6 +137,7 @@ def test_reopen_marks_the_invalidated_assets_in_dagster(tmp_path: Path, calls: P
     assert calls.read_text().split() == ["c", "d"]
 
 
+@pytest.mark.e2e
 def test_push_waits_for_external_write_then_pushes_the_branch_without_force(
         tmp_path: Path, calls: Path, clean_env: dict[str, str]) -> None:
     root, origin = git_harness(tmp_path)

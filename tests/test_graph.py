@@ -21,7 +21,7 @@ from specops_dag.graph import find_cycle, topological_order, transitive_needs
 from specops_dag.validation.dotnet import validate_full
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-from .conftest import REPO, VENV_BIN, WRITE_OUT, command_phase, write_tree
+from .support.harness import REPO, VENV_BIN, WRITE_OUT, command_phase, write_tree
 
 N = 10_000  # ten times Python's recursion limit
 CHAIN = {f"n{i}": [f"n{i - 1}"] if i else [] for i in range(N)}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_hook_policy import check, repo  # noqa: F401 — the fixture
+from .support.hooks import check
 
 INTERACTIVE = ("starts an interactive {what}; what is typed into it later never reaches this "
                "hook, so it is denied: run each command directly (e.g. `bash -c '…'`, "

@@ -6,13 +6,14 @@ import json
 from pathlib import Path
 
 import git
+import pytest
 
 from specops_dag.delivery.store import Store
 from specops_dag.execution.step import run_step
 
-from .agentic import replay, settings_for, wrote
-from .test_codex import new
-from .test_recovery import agentic_git_harness
+from .support.agents import agentic_git_harness, new, replay, settings_for, wrote
+
+pytestmark = pytest.mark.e2e
 
 BLOCKED = "Command blocked by PreToolUse hook"
 

@@ -116,7 +116,7 @@ def origin_world(tmp_path: Path) -> tuple[Path, Path]:
     writable root of the sandbox: a push the hook allows would land)."""
     import git
 
-    from .test_agent_world import world
+    from .support.agents import world
 
     root, _ = world(tmp_path, "harness root is the git target")
     origin = tmp_path / "origin.git"
@@ -143,12 +143,12 @@ ATTACKS = [
 ]
 
 
+@pytest.mark.e2e
 def test_no_forced_ref_lands_on_origin_whatever_the_agent_writes_or_runs(
         tmp_path: Path) -> None:
     from specops_dag.execution.step import run_step
 
-    from .agentic import replay, settings_for
-    from .test_agent_world import create
+    from .support.agents import create, replay, settings_for
 
     root, origin = origin_world(tmp_path)
     store = create(root, None)
@@ -164,13 +164,13 @@ def test_no_forced_ref_lands_on_origin_whatever_the_agent_writes_or_runs(
     assert (root / ".specops/worktrees/d1/json.py").is_file()
 
 
+@pytest.mark.e2e
 def test_a_target_repositorys_own_codex_hooks_never_run(tmp_path: Path) -> None:
     import git
 
     from specops_dag.execution.step import run_step
 
-    from .agentic import replay, settings_for
-    from .test_agent_world import create, world
+    from .support.agents import create, replay, settings_for, world
 
     marker = tmp_path / "repo-hook-ran"
     root, _ = world(tmp_path, "harness root is the git target")

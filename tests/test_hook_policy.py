@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import json
 import os
 import subprocess
@@ -18,65 +16,8 @@ from hypothesis import strategies as st
 from specops_dag import hooks as hook
 from specops_dag.hooks import policy
 
-from .conftest import REPO, VENV_BIN
-
-SPECOPS_VARS = ("SPECOPS_ROOT", "SPECOPS_DELIVERY", "SPECOPS_NODE", "SPECOPS_NODE_DIR",
-                "SPECOPS_TARGET", "SPECOPS_ATTEMPT")
-
-
-def call(event: str, data: bytes) -> tuple[int, str]:
-    """Run the hook in-process with `data` on stdin; (exit code, stdout)."""
-    out, saved = io.StringIO(), sys.stdin
-    sys.stdin = io.TextIOWrapper(io.BytesIO(data))
-    try:
-        with contextlib.redirect_stdout(out):
-            code = hook.main([event])
-    finally:
-        sys.stdin = saved
-    return code, out.getvalue()
-
-
-def payload(command: object, cwd: Path | str | None = None, tool: str = "Bash") -> bytes:
-    data = {"session_id": "s", "turn_id": "t", "hook_event_name": "PreToolUse", "model": "m",
-            "permission_mode": "bypassPermissions", "tool_name": tool,
-            "tool_input": {"command": command}, "tool_use_id": "call_1"}
-    if cwd is not None:
-        data["cwd"] = str(cwd)
-    return json.dumps(data).encode()
-
-
-def denial(out: str) -> str | None:
-    """The deny reason of a hook answer, or None for an allowed call (no output)."""
-    if not out.strip():
-        return None
-    answer = json.loads(out)["hookSpecificOutput"]
-    assert answer["hookEventName"] == "PreToolUse"
-    assert answer["permissionDecision"] == "deny"
-    assert answer["permissionDecisionReason"].strip()
-    return answer["permissionDecisionReason"]
-
-
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A small target repository as the session cwd, with a private HOME and no SPECOPS_* vars."""
-    root = tmp_path / "repo"
-    (root / "src/Orders").mkdir(parents=True)
-    (root / "tests/Orders.Tests").mkdir(parents=True)
-    (root / "src/Orders/OrderService.cs").write_text("class OrderService {}\n")
-    (root / "tests/Orders.Tests/OrderServiceTests.cs").write_text("class T {}\n")
-    (tmp_path / "home").mkdir()
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    for var in (*SPECOPS_VARS, "BUILD_DIR", "TMPDIR"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.chdir(root)
-    return root
-
-
-def check(repo: Path, command: str) -> str | None:
-    code, out = call("pre-tool-use", payload(command, repo))
-    assert code == 0
-    return denial(out)
-
+from .support.harness import REPO, VENV_BIN
+from .support.hooks import SPECOPS_VARS, call, check, denial, payload
 
 PATCH_SCRIPT = ("apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: {path}\n+#!/bin/sh\n+{body}\n"
                 "*** End Patch\nEOF\n{run}")

@@ -19,8 +19,8 @@ from specops_dag.delivery.store import Store
 from specops_dag.files import sha256_file
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-from .conftest import VENV_BIN, write_tree
-from .test_hook_policy import SPECOPS_VARS, call, payload
+from .support.harness import VENV_BIN, write_tree
+from .support.hooks import SPECOPS_VARS, call, payload
 
 
 def codex_phase(pid: str, port: str, contract: str, artifact: str, skills: str) -> str:

@@ -10,7 +10,7 @@ import pytest
 
 from specops_dag.hooks import tdd
 
-from .test_hook_policy import SPECOPS_VARS, call, denial, payload
+from .support.hooks import SPECOPS_VARS, call, denial, payload
 
 PATTERNS = "OrderServiceTests.cs or OrderServiceTest.cs"
 

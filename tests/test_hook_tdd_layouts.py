@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_hook_policy import SPECOPS_VARS, call, denial
+from .support.hooks import SPECOPS_VARS, call, denial
 
 CALC = "src/Calc/Calculator.cs"
 

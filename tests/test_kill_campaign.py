@@ -25,9 +25,11 @@ import pytest
 from specops_dag.delivery.store import Store
 from specops_dag.files import sha256_file
 
-from .githarness import WHO, git_harness
-from .test_definitions import specops
-from .test_kills import ours, start, wait_for
+from .support.cli import specops
+from .support.git import WHO, git_harness
+from .support.processes import ours, start, wait_for
+
+pytestmark = pytest.mark.e2e
 
 TRIALS = 30
 LINE = """\

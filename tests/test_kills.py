@@ -16,9 +16,11 @@ import pytest
 
 from specops_dag.delivery.store import Store
 
-from .conftest import VENV_BIN, command_phase
-from .test_definitions import specops
-from .test_faults import SLEEP
+from .support.cli import specops
+from .support.harness import SLEEP, VENV_BIN, command_phase
+from .support.processes import ours, start, wait_for
+
+pytestmark = pytest.mark.e2e
 
 
 def sleepy(root: Path) -> str:
@@ -31,36 +33,6 @@ def sleepy(root: Path) -> str:
     for pid, (ins, outs) in ports.items():
         (root / f"workflow_defs/phases/{pid}.yaml").write_text(command_phase(pid, argv, ins, outs))
     return marker
-
-
-def ours(root: Path, marker: str) -> list[psutil.Process]:
-    """Processes (not this test's) started for this harness root: by command line or env."""
-    found = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        if p.info["pid"] == os.getpid():
-            continue
-        try:
-            if marker in " ".join(p.info["cmdline"] or []) or (
-                    p.environ().get("SPECOPS_ROOT") == str(root)):
-                found.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            pass
-    return [p for p in found if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-
-
-def wait_for(what, limit_s: float = 60.0):
-    deadline = time.monotonic() + limit_s
-    while not (found := what()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-    return found
-
-
-def start(env: dict[str, str], root: Path, executor: str) -> subprocess.Popen:
-    return subprocess.Popen([str(VENV_BIN / "specops"), "--root", str(root), "run", "d1",
-                             "--executor", executor], env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
 
 
 def start_job_execute(env: dict[str, str], root: Path, executor: str) -> subprocess.Popen:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from .support.harness import REPO
 
 PACKAGE = REPO / "specops_dag"
 LEVEL0 = {"errors", "files", "locking", "process", "builtin", "graph"}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -18,15 +17,12 @@ import pytest
 
 from specops_dag.delivery.store import Store
 
-from .test_definitions import specops
+from .support.cli import specops
+from .support.processes import free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 PG_BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -19,10 +19,12 @@ from specops_dag.delivery.store import Store
 from specops_dag.execution.step import run_step
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-from .agentic import AGENTIC, replay, requests, settings_for
-from .conftest import VENV_BIN, write_tree
-from .githarness import WHO
-from .test_validation import FIXTURES, STANDIN
+from .support.agents import AGENTIC, replay, requests, settings_for
+from .support.dotnet import FIXTURES, STANDIN
+from .support.git import WHO
+from .support.harness import VENV_BIN, write_tree
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
@@ -184,8 +186,9 @@ def test_a_delivery_may_choose_the_regressions_judge_for_every_step(tmp_path: Pa
 
 def test_a_run_killed_during_the_preflight_checks_the_base_again_before_the_agent_runs(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
-    from .test_definitions import job_execute, specops
-    from .test_recovery import agentic_git_harness, kill_when, start_run
+    from .support.agents import agentic_git_harness
+    from .support.cli import job_execute, specops
+    from .support.processes import kill_when, start_run
 
     root = agentic_git_harness(tmp_path, "all-pass")
     calls = tmp_path / "dotnet-calls.log"

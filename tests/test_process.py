@@ -10,14 +10,7 @@ import pytest
 from specops_dag.errors import ToolMissing
 from specops_dag.process import run_process
 
-# A child that starts a grandchild in its own session (as codex tool commands do), then hangs.
-SPAWNER = """
-import subprocess, sys, time, pathlib
-p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)
-pathlib.Path(sys.argv[1]).write_text(str(p.pid))
-print('spawned', flush=True)
-time.sleep(120)
-"""
+from .support.processes import SPAWNER
 
 
 def test_output_goes_to_files_and_the_exit_code_is_kept(tmp_path: Path) -> None:
@@ -30,6 +23,7 @@ def test_output_goes_to_files_and_the_exit_code_is_kept(tmp_path: Path) -> None:
     assert (tmp_path / "out.log").stat().st_size == 300001
 
 
+@pytest.mark.e2e
 def test_a_deadline_kills_the_whole_tree_including_a_grandchild_in_its_own_session(
         tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
@@ -63,6 +57,7 @@ def test_a_missing_program_is_an_environment_error(tmp_path: Path) -> None:
     assert info.value.exit_code == 3
 
 
+@pytest.mark.e2e
 def test_a_busy_child_is_not_killed_as_idle_and_its_exit_code_is_kept(tmp_path: Path) -> None:
     result = run_process([sys.executable, "-c", "import sys, time; print('start', flush=True); "
                           "time.sleep(2.5); sys.exit(4)"], cwd=tmp_path, deadline_s=30,
@@ -71,6 +66,7 @@ def test_a_busy_child_is_not_killed_as_idle_and_its_exit_code_is_kept(tmp_path: 
     assert result.duration_s >= 2.5
 
 
+@pytest.mark.e2e
 def test_the_idle_timer_restarts_when_the_child_stops_being_busy(tmp_path: Path) -> None:
     flag = tmp_path / "busy"
     child = ("import pathlib, sys, time; flag = pathlib.Path(sys.argv[1]); flag.touch(); "
@@ -83,6 +79,7 @@ def test_the_idle_timer_restarts_when_the_child_stops_being_busy(tmp_path: Path)
     assert 2.8 <= result.duration_s < 10
 
 
+@pytest.mark.e2e
 def test_a_busy_child_is_still_killed_at_the_wall_deadline(tmp_path: Path) -> None:
     result = run_process([sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path,
                          deadline_s=2, idle_timeout_s=0.5, busy=lambda: 0.0, busy_timeout_s=60)
@@ -90,6 +87,7 @@ def test_a_busy_child_is_still_killed_at_the_wall_deadline(tmp_path: Path) -> No
     assert result.exit_code is None and result.duration_s < 10
 
 
+@pytest.mark.e2e
 def test_a_child_busy_past_busy_timeout_s_is_killed_with_its_whole_tree(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     started = time.monotonic()

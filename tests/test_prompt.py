@@ -1,66 +1,19 @@
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from specops_dag.agent.prompt import assemble_prompt, failure_summary
 from specops_dag.delivery.lifecycle import snapshot_catalog
-from specops_dag.delivery.model import FileRef
 from specops_dag.errors import UsageError
 from specops_dag.execution.step import run_step
-from specops_dag.files import now_iso, sha256_file
+from specops_dag.files import sha256_file
 
-from .agentic import agentic_root
-from .conftest import VENV_BIN, write_tree
-from .test_codex import new
-
-
-def tree_state(folder: Path) -> str:
-    """Content, mode and mtime of every file and folder: a dry run must change none of it."""
-    digest = hashlib.sha256()
-    for path in sorted(folder.rglob("*")):
-        st = path.lstat()
-        digest.update(f"{path.relative_to(folder)}:{st.st_mode}:{st.st_mtime_ns}".encode())
-        if path.is_file() and not path.is_symlink():
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
-def set_context(root: Path, delivery: str, node: str, files: list) -> None:
-    path = root / "phases" / delivery / "index.json"
-    data = json.loads(path.read_text())
-    for step in data["steps"]:
-        if step["name"] == node:
-            step["context_files"] = files
-    path.write_text(json.dumps(data, indent=2))
-
-
-def specops(root: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
-    return subprocess.run([str(VENV_BIN / "specops"), "--root", str(root), *args], env=env,
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-
-
-def completed_write(root: Path, summary: str = "Wrote the notes.") -> None:
-    from specops_dag.delivery.store import Store
-    store = Store(root)
-    notes = root / "phases/d1/write/notes.md"
-    notes.parent.mkdir(parents=True, exist_ok=True)
-    notes.write_text("the notes\n")
-    with store.transaction("d1") as state:
-        step = state.get_step("write")
-        state.move(step, "running", "run")
-        state.move(step, "completed", "run")
-        step.handoff = {"notes": FileRef(path="phases/d1/write/notes.md",
-                                         sha256=sha256_file(notes))}
-        step.summary, step.completed_at = summary, now_iso()
-        handoff = root / "docs/phase/d1/handoff.md"
-        step.delivery_handoff = sha256_file(handoff) if handoff.is_file() else None
+from .support.agents import agentic_root, completed_write, new, set_context
+from .support.cli import specops_at
+from .support.harness import tree_state, write_tree
 
 
 def test_the_prompt_parts_come_in_the_seed_order(tmp_path: Path) -> None:
@@ -175,6 +128,7 @@ CONTEXT_ERRORS = [
 ]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("files", "message"), CONTEXT_ERRORS)
 def test_a_bad_context_path_exits_2_before_anything_changes(
         tmp_path: Path, files: object, message: str) -> None:
@@ -187,7 +141,7 @@ def test_a_bad_context_path_exits_2_before_anything_changes(
     new(root)
     set_context(root, "d1", "write", files)  # type: ignore[arg-type]
     before = tree_state(root)
-    result = specops(root, "dry-run", "d1")
+    result = specops_at(root, "dry-run", "d1")
     assert (result.returncode, result.stderr) == (
         2, "error: " + message.format(root=root, outside=outside) + "\n")
     assert tree_state(root) == before
@@ -206,7 +160,7 @@ def test_context_paths_differing_only_in_notation_or_case_are_included_once(
     new(root)
     set_context(root, "d1", "write", ["docs/arch.md", "./docs/arch.md", "docs//arch.md",
                                       "DOCS/ARCH.md", "docs/../docs/arch.md", "docs/alias.md"])
-    result = json.loads(specops(root, "dry-run", "d1", "--json").stdout)
+    result = json.loads(specops_at(root, "dry-run", "d1", "--json").stdout)
     assert [p["path"] for p in result["parts"] if p["label"] == "context"] == ["docs/arch.md"]
 
 
@@ -216,9 +170,9 @@ def test_dry_run_prints_each_path_with_its_chars_and_changes_nothing(tmp_path: P
     new(root)
     set_context(root, "d1", "write", ["docs/arch.md"])
     before = tree_state(root)
-    text = specops(root, "dry-run", "d1")
-    as_json = json.loads(specops(root, "dry-run", "d1", "--json").stdout)
-    via_run = specops(root, "run", "d1", "--dry-run")
+    text = specops_at(root, "dry-run", "d1")
+    as_json = json.loads(specops_at(root, "dry-run", "d1", "--json").stdout)
+    via_run = specops_at(root, "run", "d1", "--dry-run")
     assert tree_state(root) == before
     assert text.returncode == 0 and via_run.stdout == text.stdout
     lines = text.stdout.splitlines()
@@ -236,7 +190,7 @@ def test_dry_run_prints_each_path_with_its_chars_and_changes_nothing(tmp_path: P
 def test_dry_run_with_push_is_a_usage_error(tmp_path: Path) -> None:
     root = agentic_root(tmp_path)
     new(root)
-    result = specops(root, "run", "d1", "--dry-run", "--push")
+    result = specops_at(root, "run", "d1", "--dry-run", "--push")
     assert result.returncode == 2
     assert result.stderr.endswith("Error: --dry-run and --push cannot be combined: a dry run "
                                   "changes nothing, a push writes to origin\n")

@@ -20,9 +20,9 @@ from specops_dag.validation.qa import NO_SDK, run_qa
 from specops_dag.workflow.catalog import load_catalog
 from specops_dag.workflow.model import Qa
 
-from .conftest import REPO, VENV_BIN, write_tree
-from .githarness import WHO as HARNESS_WHO
-from .test_validation import STANDIN
+from .support.dotnet import STANDIN
+from .support.git import WHO as HARNESS_WHO
+from .support.harness import REPO, VENV_BIN, write_tree
 
 FIXTURE = REPO / "dotnet_fixtures" / "minimal-api"
 WHO = HARNESS_WHO
@@ -140,6 +140,7 @@ def test_qa_runs_the_generators_work_in_a_throwaway_worktree_and_every_probe_pas
     assert_nothing_left(tmp_path, repo, report.url)
 
 
+@pytest.mark.e2e
 def test_a_failing_probe_fails_qa_with_its_request_response_and_the_app_output_saved(
         tmp_path: Path) -> None:
     repo, report = run(tmp_path, qa_of(probes=PROBES[:2]),
@@ -160,6 +161,7 @@ def test_a_failing_probe_fails_qa_with_its_request_response_and_the_app_output_s
     assert_nothing_left(tmp_path, repo, report.url)
 
 
+@pytest.mark.e2e
 def test_an_application_that_never_listens_hits_the_startup_deadline_and_its_tree_is_killed(
         tmp_path: Path) -> None:
     started = time.monotonic()
@@ -174,6 +176,7 @@ def test_an_application_that_never_listens_hits_the_startup_deadline_and_its_tre
     assert_nothing_left(tmp_path, repo, report.url)
 
 
+@pytest.mark.e2e
 def test_the_whole_qa_deadline_kills_an_application_that_outlives_it(tmp_path: Path) -> None:
     repo, report = run(tmp_path, qa_of(startup_timeout_s=30, deadline_s=3, probes=PROBES),
                        standin("minimal-api-no-start", tmp_path / "dotnet.log"))
@@ -200,6 +203,7 @@ def answers_beside(tmp_path: Path, answers: str) -> dict[str, str]:
     return {**standin("minimal-api", tmp_path / "dotnet.log"), "DOTNET_STANDIN_ANSWERS": str(path)}
 
 
+@pytest.mark.e2e
 def test_an_application_that_exits_at_start_up_fails_qa_with_its_exit_code(
         tmp_path: Path) -> None:
     env = answers_beside(tmp_path, f"""  - argv: {RUN_ARGV}
@@ -216,6 +220,7 @@ def test_an_application_that_exits_at_start_up_fails_qa_with_its_exit_code(
     assert_nothing_left(tmp_path, repo, report.url)
 
 
+@pytest.mark.e2e
 def test_a_build_that_fails_stops_qa_before_the_application_is_started(tmp_path: Path) -> None:
     env = answers_beside(tmp_path, f"""  - argv: {BUILD_ARGV}
     stdout: |
@@ -235,6 +240,7 @@ def test_a_build_that_fails_stops_qa_before_the_application_is_started(tmp_path:
     assert_nothing_left(tmp_path, repo, None)
 
 
+@pytest.mark.e2e
 def test_a_repository_without_a_web_project_fails_qa_and_asks_for_qa_project(
         tmp_path: Path) -> None:
     repo = tmp_path / "calc"
@@ -256,6 +262,7 @@ def test_a_repository_without_a_web_project_fails_qa_and_asks_for_qa_project(
     assert_nothing_left(tmp_path, repo, None)
 
 
+@pytest.mark.e2e
 def test_what_a_killed_qa_run_left_running_in_its_worktree_is_killed_by_the_next_one(
         tmp_path: Path) -> None:
     import subprocess
@@ -303,6 +310,7 @@ def test_a_target_that_is_not_a_git_repository_is_skipped_not_run_in_place(
     assert not (tmp_path / "dotnet.log").exists()
 
 
+@pytest.mark.e2e
 def test_with_tests_qa_runs_the_whole_validation_in_its_worktree_first(tmp_path: Path) -> None:
     log = tmp_path / "dotnet.log"
     repo, report = run(tmp_path, qa_of(tests=True, probes=PROBES[:1]), standin("minimal-api", log))
@@ -315,6 +323,7 @@ def test_with_tests_qa_runs_the_whole_validation_in_its_worktree_first(tmp_path:
     assert_nothing_left(tmp_path, repo, report.url)
 
 
+@pytest.mark.e2e
 def test_a_secret_in_the_environment_never_reaches_the_evidence(tmp_path: Path) -> None:
     env = standin("minimal-api", tmp_path / "dotnet.log")
     repo = product_repo(tmp_path)
@@ -326,6 +335,7 @@ def test_a_secret_in_the_environment_never_reaches_the_evidence(tmp_path: Path) 
     assert "X-Token: ***" in (tmp_path / "ev/probe-echo.request.txt").read_text()
 
 
+@pytest.mark.ui
 @pytest.mark.skipif(not HAS_BROWSER, reason="needs Debian's chromium and playwright")
 def test_a_browser_page_is_opened_in_chromium_and_its_screenshot_and_text_are_saved(
         tmp_path: Path) -> None:
@@ -347,6 +357,7 @@ def test_a_browser_page_is_opened_in_chromium_and_its_screenshot_and_text_are_sa
     assert_nothing_left(tmp_path, repo, report.url)
 
 
+@pytest.mark.e2e
 def test_without_chromium_the_pages_are_skipped_and_so_is_qa(tmp_path: Path) -> None:
     # the stand-in and the venv's python3 only: no chromium on this PATH
     env = {**standin("minimal-api", tmp_path / "dotnet.log"), "PATH": f"{STANDIN}:{VENV_BIN}"}
@@ -497,7 +508,7 @@ def qa_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers: str | Non
     from specops_dag.delivery.store import Store
     from specops_dag.workflow.catalog import definition_roots
 
-    from .agentic import AGENTIC
+    from .support.agents import AGENTIC
 
     root = tmp_path / "harness"
     shutil.copytree(FIXTURE, root)
@@ -527,12 +538,12 @@ def generator() -> dict:
     return {"literal": {"before": [{"shell": NOTES}]}}
 
 
+@pytest.mark.e2e
 def test_the_review_loop_runs_qa_before_the_evaluator_who_reads_its_evidence(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.execution.step import run_step
 
-    from .agentic import attempts, replay, settings_for
-    from .test_review_loop import verdict
+    from .support.agents import attempts, replay, settings_for, verdict
 
     store = qa_world(tmp_path, monkeypatch, "minimal-api")
     with replay(tmp_path, {"write": [generator()],
@@ -581,12 +592,12 @@ def test_the_review_loop_runs_qa_before_the_evaluator_who_reads_its_evidence(
     assert check.metadata["qa"].value["evidence"] == "phases/d1/write/reviews/write-r1-qa/"
 
 
+@pytest.mark.e2e
 def test_a_failed_qa_overrules_the_evaluators_pass_and_the_generator_gets_its_evidence(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.execution.step import run_step
 
-    from .agentic import attempts, replay, settings_for
-    from .test_review_loop import verdict
+    from .support.agents import attempts, replay, settings_for, verdict
 
     store = qa_world(tmp_path, monkeypatch, "minimal-api-500")
     root = store.root.resolve()
@@ -617,13 +628,13 @@ def test_a_failed_qa_overrules_the_evaluators_pass_and_the_generator_gets_its_ev
         "# QA against the running application: PASSED")
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("dotnet") is not None, reason="a real .NET SDK is on PATH")
 def test_without_an_sdk_the_evaluator_is_told_qa_was_skipped_and_the_record_says_skipped(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.execution.step import run_step
 
-    from .agentic import replay, settings_for
-    from .test_review_loop import verdict
+    from .support.agents import replay, settings_for, verdict
 
     store = qa_world(tmp_path, monkeypatch, None)
     with replay(tmp_path, {"write": [generator()],
@@ -639,13 +650,13 @@ def test_without_an_sdk_the_evaluator_is_told_qa_was_skipped_and_the_record_says
             "FINDINGS that QA was skipped.") in prompt
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("dotnet") is not None, reason="a real .NET SDK is on PATH")
 def test_a_required_qa_that_is_skipped_blocks_the_step_before_any_evaluator_call(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.execution.step import run_step
 
-    from .agentic import attempts, replay, settings_for
-    from .test_review_loop import verdict
+    from .support.agents import attempts, replay, settings_for, verdict
 
     store = qa_world(tmp_path, monkeypatch, None, required=True)
     with replay(tmp_path, {"write": [generator()],
@@ -661,13 +672,14 @@ def test_a_required_qa_that_is_skipped_blocks_the_step_before_any_evaluator_call
     assert attempts(tmp_path, "write.review") == []
 
 
+@pytest.mark.e2e
 def test_a_background_child_and_a_grandchild_in_its_own_session_die_at_its_deadline(
         tmp_path: Path) -> None:
     import sys
 
     from specops_dag.process import Background
 
-    from .test_process import SPAWNER
+    from .support.processes import SPAWNER
 
     pid_file = tmp_path / "grandchild.pid"
     app = Background([sys.executable, "-c", SPAWNER, str(pid_file)], cwd=tmp_path, deadline_s=2,
@@ -681,14 +693,15 @@ def test_a_background_child_and_a_grandchild_in_its_own_session_die_at_its_deadl
     assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"
 
 
+@pytest.mark.e2e
 def test_plan_build_review_with_the_built_in_pbr_qa_phase_passes_on_the_minimal_api_fixture(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
     """As a user runs it: `specops new` / `approve` / `run` through Dagster, every node a real
     `codex exec` against the literal agent, the build reviewed by the built-in `pbr-qa`."""
     from specops_dag.delivery.store import Store
 
-    from .agentic import replay
-    from .test_builtin_workflows import AGENTS, Harness, assert_clean_git
+    from .support.agents import replay
+    from .support.dotnet import AGENTS, Harness, assert_clean_git
 
     root = tmp_path / "harness"
     shutil.copytree(FIXTURE, root)
@@ -731,12 +744,12 @@ def test_plan_build_review_with_the_built_in_pbr_qa_phase_passes_on_the_minimal_
     assert_clean_git(h, "p1")
 
 
+@pytest.mark.e2e
 def test_a_failed_qa_is_added_to_the_evaluators_own_block_and_its_scores_reach_the_generator(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.execution.step import run_step
 
-    from .agentic import replay, settings_for
-    from .test_review_loop import verdict
+    from .support.agents import replay, settings_for, verdict
 
     store = qa_world(tmp_path, monkeypatch, "minimal-api-500")
     with replay(tmp_path, {"write": [generator()],

@@ -3,64 +3,22 @@ interrupted step within its remaining budget, never a completed one, and no agen
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import signal
-import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 
-import git
 import psutil
+import pytest
 
 from specops_dag.delivery.store import Store
 
-from .agentic import AGENTIC, attempts, replay, wrote
-from .conftest import VENV_BIN, write_tree
-from .githarness import WHO, git_harness
-from .test_definitions import job_execute, specops
-from .test_validation import FIXTURES, STANDIN
+from .support.agents import agentic_git_harness, attempts, replay, wrote
+from .support.cli import job_execute, specops
+from .support.dotnet import STANDIN
+from .support.git import git_harness
+from .support.processes import kill_when, start_run, survivors
 
-
-def start_run(env: dict[str, str], root: Path, job: str) -> subprocess.Popen:
-    config = root.parent / "in_process.yaml"
-    config.write_text("execution:\n  config:\n    in_process: {}\n")
-    return subprocess.Popen(
-        [str(VENV_BIN / "dagster"), "job", "execute", "-m", "specops_dag.definitions", "-j", job,
-         "-c", str(config), "--tags", json.dumps({"dagster/partition": "d1"})],
-        env={**env, "SPECOPS_ROOT": str(root)}, cwd=root, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-
-
-def kill_when(proc: subprocess.Popen, ready: Callable[[], bool], limit_s: float = 60) -> None:
-    deadline = time.monotonic() + limit_s
-    while not ready():
-        assert proc.poll() is None, "the run ended before the kill point"
-        assert time.monotonic() < deadline, "the kill point never came"
-        time.sleep(0.1)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
-
-
-def survivors(marker: str) -> list[str]:
-    """Processes (not this test's) whose command line mentions `marker`, after a grace period."""
-    time.sleep(3)
-    me = os.getpid()
-    return [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline", "pid"])
-            if p.info["pid"] != me and marker in " ".join(p.info["cmdline"] or [])]
-
-
-def agentic_git_harness(tmp_path: Path, fixture: str | None = None) -> Path:
-    root = tmp_path / "harness"
-    if fixture:
-        shutil.copytree(FIXTURES / fixture, root)
-    write_tree(root, {**AGENTIC, ".gitignore": ".dagster_home/\n"})
-    repo = git.Repo.init(root, initial_branch="main")
-    repo.git.add(A=True)
-    repo.index.commit("initial", author=WHO, committer=WHO)
-    return root
+pytestmark = pytest.mark.e2e
 
 
 def test_a_run_killed_during_codex_resumes_the_interrupted_step_only(

@@ -28,8 +28,8 @@ from specops_dag.agent.review import (
 )
 from specops_dag.errors import UsageError
 
-from .agentic import replay, settings_for
-from .conftest import REPO, write_tree
+from .support.agents import replay, requests, settings_for
+from .support.harness import REPO, write_tree
 
 HEADER = ("# Current step: `write` (step 0 of delivery `d1`, phase `c-write`, attempt 1 of 3)")
 
@@ -85,10 +85,6 @@ FINDINGS:
 
 CRITERIA = [Criterion("tests-pass", "the related tests pass", 7),
             Criterion("no-stubs", "nothing is stubbed", 8)]
-
-
-def requests(tmp_path: Path) -> list[dict]:
-    return [json.loads(line) for line in (tmp_path / "requests.jsonl").read_text().splitlines()]
 
 
 def decisions(tmp_path: Path, node: str) -> list[dict | None]:
@@ -285,6 +281,7 @@ def test_scripted_and_literal_attempts_load_side_by_side(tmp_path: Path) -> None
 
 # -- end to end, the real codex CLI -----------------------------------------------------------
 
+@pytest.mark.e2e
 def test_the_literal_agent_reads_every_read_path_and_writes_every_write_path(
         tmp_path: Path) -> None:
     repo, request = repo_with_inputs(tmp_path)
@@ -313,6 +310,7 @@ def test_the_literal_agent_reads_every_read_path_and_writes_every_write_path(
     assert "Process exited with code 0" in write_output
 
 
+@pytest.mark.e2e
 def test_an_unreadable_read_path_blocks_the_attempt_and_nothing_is_written(
         tmp_path: Path) -> None:
     repo, request = repo_with_inputs(tmp_path)
@@ -329,6 +327,7 @@ def test_an_unreadable_read_path_blocks_the_attempt_and_nothing_is_written(
     assert "Process exited with code 1" in read_output and "==> docs/ <==" in read_output
 
 
+@pytest.mark.e2e
 def test_a_write_the_sandbox_refuses_blocks_with_the_path_named(tmp_path: Path) -> None:
     repo, request = repo_with_inputs(tmp_path)
     prompt = generator_prompt(repo, [str(request)], ["out/notes.md"])
@@ -342,6 +341,7 @@ def test_a_write_the_sandbox_refuses_blocks_with_the_path_named(tmp_path: Path) 
                                                 "failed": ["out/notes.md"]}
 
 
+@pytest.mark.e2e
 def test_an_evaluator_prompt_gets_a_pass_block_with_a_score_per_criterion(
         tmp_path: Path) -> None:
     repo, request = repo_with_inputs(tmp_path)
@@ -365,6 +365,7 @@ def test_an_evaluator_prompt_gets_a_pass_block_with_a_score_per_criterion(
         "action": "review", "criteria": ["tests-pass", "no-stubs"], "verbatim": False}
 
 
+@pytest.mark.e2e
 def test_a_review_override_is_the_evaluators_last_message_verbatim(tmp_path: Path) -> None:
     repo, request = repo_with_inputs(tmp_path)
     prompt = evaluator_prompt_section(CRITERIA, "write", [f"{request} (sha256 aa)"], 1, 2)
@@ -380,6 +381,7 @@ def test_a_review_override_is_the_evaluators_last_message_verbatim(tmp_path: Pat
         {"action": "review", "criteria": ["tests-pass", "no-stubs"], "verbatim": True}]
 
 
+@pytest.mark.e2e
 def test_the_star_key_plays_for_unnamed_nodes_and_before_turns_run_first(
         tmp_path: Path) -> None:
     repo, request = repo_with_inputs(tmp_path)

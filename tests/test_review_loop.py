@@ -5,56 +5,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specops_dag.delivery.lifecycle import new_delivery
-from specops_dag.delivery.store import Store
+import pytest
+
 from specops_dag.execution.step import run_step
-from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-from .agentic import agentic_root, attempts, replay, requests, settings_for, wrote
-from .conftest import write_tree
+from .support.agents import (
+    attempts,
+    replay,
+    requests,
+    review_root,
+    settings_for,
+    verdict,
+    wrote,
+)
 
-EVALUATOR = """kind: phase
-id: c-eval
-input: {ports: {notes: {contract: notes}}}
-execution:
-  goal: Judge the notes.
-  executor: {kind: evaluator}
-  sandbox: read-only
-  timeout_s: 90
-  idle_timeout_s: 30
-  criteria:
-    - {id: complete, description: Every request item is covered, threshold: 8}
-    - {id: clear, description: A newcomer understands it, threshold: 6}
-  skills:
-    - {id: c-eval-skill, path: skills/c-eval-skill/SKILL.md, load: entry, required: true}
-validation: none
-"""
-
-
-def review_root(tmp_path: Path, max_rounds: int = 2) -> Store:
-    root = agentic_root(tmp_path)
-    write_tree(root, {"workflow_defs/phases/c-eval.yaml": EVALUATOR,
-                      "workflow_defs/skills/c-eval-skill/SKILL.md": "---\nname: c-eval-skill\n"
-                                                                   "---\nBe skeptical.\n"})
-    wf = root / "workflow_defs/workflows/agentic.yaml"
-    wf.write_text(wf.read_text().replace(
-        "{id: write, phase: c-write,",
-        f"{{id: write, phase: c-write, review: {{phase: c-eval, max_rounds: {max_rounds}}},"))
-    store = Store(root)
-    new_delivery(store, load_catalog(definition_roots(root), display_base=root), "agentic", "d1",
-                 "Write notes.")
-    return store
-
+pytestmark = pytest.mark.e2e
 
 # What the evaluator's READ and SKILLS name, as the literal agent read them before each verdict.
 EVALUATOR_READS = ["phases/d1/request.md", "phases/d1/write/notes.md", "phases/d1/write/validation/",
                    "phases/d1/snapshot/skills/c-eval-skill/SKILL.md"]
-
-
-def verdict(v: str, complete: int, clear: int) -> dict:
-    """An evaluator attempt of the literal agent: it reads what READ names, then answers this."""
-    return {"literal": {"review": f"Done.\n<<<REVIEW\nVERDICT: {v}\nSCORE complete: {complete} "
-                                  f"— checked\nSCORE clear: {clear} — read it\n>>>"}}
 
 
 def test_a_block_then_a_pass_completes_in_round_two_with_the_review_as_feedback(

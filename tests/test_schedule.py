@@ -11,11 +11,14 @@ import time
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from specops_dag.delivery.store import Store
 
-from .conftest import VENV_BIN
-from .test_definitions import specops
+from .support.cli import specops
+from .support.harness import VENV_BIN
+
+pytestmark = pytest.mark.e2e
 
 MINUTELY_LOCATION = '''\
 import dagster as dg

@@ -13,8 +13,7 @@ import pytest
 from specops_dag.agent.codex import AgentSettings, codex_argv, excluded_patterns, secret_values
 from specops_dag.execution.step import run_step
 
-from .agentic import replay, settings_for
-from .test_agent_world import create, world
+from .support.agents import create, replay, settings_for, world
 
 SECRETS = {"DEMO_API_KEY": "sk-dummy-api-key-0001", "GH_TOKEN": "ghp_dummy_token_0002",
            "CORP_VAULT": "corp-dummy-vault-0003", "DB_SECRET_PASS": "dummy-db-secret-0004"}
@@ -45,6 +44,7 @@ def test_without_a_user_config_the_defaults_and_api_keys_are_excluded(tmp_path: 
 DUMP = "env | sort > env-dump.txt"
 
 
+@pytest.mark.e2e
 def test_an_agent_that_dumps_its_environment_leaks_no_secret_into_phases_or_the_branch(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in SECRETS.items():

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from specops_dag.delivery.store import Store
 
-from .conftest import WRITE_OUT, command_phase
-from .test_definitions import job_execute, specops
-
-WF = "workflow_defs/workflows/diamond.yaml"
+from .support.cli import job_execute, specops
+from .support.harness import WF, WRITE_OUT, command_phase
 
 
 def created(diamond_root: Path, env: dict[str, str]) -> Path:
@@ -38,6 +38,7 @@ def add_node_e(root: Path) -> None:
     assert "id: e," in wf.read_text()
 
 
+@pytest.mark.e2e
 def test_a_broken_current_phase_file_is_drift_and_the_run_uses_the_snapshot(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     root = created(diamond_root, clean_env)
@@ -48,6 +49,7 @@ def test_a_broken_current_phase_file_is_drift_and_the_run_uses_the_snapshot(
         "workflow_defs/phases/p-b.yaml: changed since the snapshot (the delivery keeps its copy)"]
 
 
+@pytest.mark.e2e
 def test_a_deleted_workflow_file_leaves_its_deliveries_runnable(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     root = created(diamond_root, clean_env)
@@ -58,6 +60,7 @@ def test_a_deleted_workflow_file_leaves_its_deliveries_runnable(
             "delivery keeps its copy)") in status.stdout.splitlines()
 
 
+@pytest.mark.e2e
 def test_a_node_removed_after_new_still_runs_from_the_snapshot(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     root = created(diamond_root, clean_env)
@@ -72,6 +75,7 @@ def test_a_node_removed_after_new_still_runs_from_the_snapshot(
     completed(root, clean_env)
 
 
+@pytest.mark.e2e
 def test_a_node_added_after_new_is_not_run_for_the_old_delivery(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     root = created(diamond_root, clean_env)
@@ -80,6 +84,7 @@ def test_a_node_added_after_new_is_not_run_for_the_old_delivery(
     assert not (root / "phases/d1/e").exists()
 
 
+@pytest.mark.e2e
 def test_a_job_of_the_current_definitions_refuses_a_node_the_delivery_does_not_have(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     root = created(diamond_root, clean_env)
@@ -100,7 +105,7 @@ def test_the_nightly_schedule_leaves_a_delivery_whose_workflow_changed_to_specop
 
     from specops_dag.dagster_adapter.definitions import SpecopsResource, build_definitions
 
-    from .test_state import make_delivery
+    from .support.harness import make_delivery
 
     make_delivery(diamond_root, "old")
     add_node_e(diamond_root)
@@ -117,10 +122,9 @@ def test_the_nightly_schedule_leaves_a_delivery_whose_workflow_changed_to_specop
                 for r in result.run_requests or []] == [("new", ["a", "b", "c", "d", "e"])]
 
 
+@pytest.mark.e2e
 def test_the_definitions_of_a_delivery_are_its_snapshot_and_a_missing_snapshot_is_named(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
-    import pytest
-
     from specops_dag.dagster_adapter.definitions import build_definitions
     from specops_dag.errors import SpecopsError
 

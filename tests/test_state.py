@@ -13,32 +13,13 @@ import pytest
 from specops_dag.delivery import gates
 from specops_dag.delivery import lifecycle as ops
 from specops_dag.delivery import queries as reading
-from specops_dag.delivery.model import Delivery, FileRef
+from specops_dag.delivery.model import Delivery
 from specops_dag.delivery.store import Store
 from specops_dag.errors import StateError, UsageError, WriteConflict
 from specops_dag.files import now_iso
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-
-def make_delivery(root: Path, delivery: str = "d1", lock_timeout_s: float = 10.0) -> Store:
-    store = Store(root, lock_timeout_s=lock_timeout_s)
-    catalog = load_catalog(definition_roots(root), display_base=root)
-    ops.new_delivery(store, catalog, "diamond", delivery, "Add an RSS cache.")
-    return store
-
-
-def complete(store: Store, delivery: str, node: str) -> None:
-    """Mark a step completed with one handoff file, as a successful run would."""
-    out = store.delivery_dir(delivery) / node / "out.txt"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(node)
-    with store.transaction(delivery) as state:
-        step = state.get_step(node)
-        state.move(step, "running", "run")
-        state.move(step, "completed", "run")
-        step.handoff = {"result": FileRef(path=f"phases/{delivery}/{node}/out.txt",
-                                          sha256="0" * 64)}
-        step.completed_at = now_iso()
+from .support.harness import complete, make_delivery
 
 
 @contextmanager

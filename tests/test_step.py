@@ -3,13 +3,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from specops_dag.delivery import gates
 from specops_dag.delivery import queries as reading
 from specops_dag.execution.step import run_step
 from specops_dag.files import sha256_file
 
-from .conftest import DIAMOND, FAIL, command_phase, write_tree
-from .test_state import make_delivery
+from .support.harness import DIAMOND, FAIL, command_phase, make_delivery, write_tree
 
 FIRST = "workflow_defs/phases/p-a.yaml"
 
@@ -45,6 +46,7 @@ def test_a_diamond_of_commands_completes_and_registers_handoffs_with_sha256(
     assert (record["attempt"], record["exit_code"], record["timed_out"]) == (1, 0, False)
 
 
+@pytest.mark.e2e
 def test_a_completed_step_is_reported_reused_and_never_re_run(diamond_root: Path) -> None:
     store = make_delivery(diamond_root)
     run_step(store, "d1", "a")
@@ -64,6 +66,7 @@ def test_a_completed_step_is_reported_reused_and_never_re_run(diamond_root: Path
         "b: input `a/result` phases/d1/a/out.txt changed since it was consumed"]
 
 
+@pytest.mark.e2e
 def test_a_failing_command_gets_three_attempts_then_the_step_is_error(tmp_path: Path) -> None:
     store = make_delivery(with_phase_a(tmp_path, FAIL))
     outcomes = [run_step(store, "d1", "a") for _ in range(3)]
@@ -101,8 +104,6 @@ def test_a_command_past_its_deadline_is_killed_and_counts_as_an_attempt(tmp_path
 
 
 def test_an_evaluator_phase_cannot_be_a_node_of_its_own(tmp_path: Path) -> None:
-    import pytest
-
     from specops_dag.errors import DefinitionError
 
     with pytest.raises(DefinitionError) as info:

@@ -21,7 +21,7 @@ from specops_dag.validation.trx import (
     parse_trx,
 )
 
-from .conftest import REPO
+from .support.harness import REPO
 
 DATA = Path(__file__).resolve().parent / "data" / "trx"
 SHARED = REPO.parent / "shared" / "dotnet-samples" / "trx"

@@ -23,8 +23,10 @@ from specops_dag.delivery.gates import approve
 from specops_dag.delivery.store import Store
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-from .conftest import REPO, VENV_BIN
-from .test_postgres import free_port
+from .support.harness import REPO, VENV_BIN
+from .support.processes import free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.ui]
 
 ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -15,25 +15,7 @@ import pytest
 from specops_dag.errors import ToolMissing
 from specops_dag.validation.dotnet import ValidationReport, validate_full
 
-from .conftest import REPO
-
-FIXTURES = REPO / "dotnet_fixtures"
-STANDIN = REPO / "tests" / "dotnet_standin"
-
-
-def copy_fixture(tmp_path: Path, name: str) -> Path:
-    root = tmp_path / name
-    shutil.copytree(FIXTURES / name, root)
-    return root
-
-
-def standin_env(answers: str, log: Path | None = None) -> dict[str, str]:
-    env = {**os.environ, "PATH": f"{STANDIN}:{os.environ['PATH']}",
-           "DOTNET_STANDIN_ANSWERS": str(STANDIN / "answers" / f"{answers}.yaml")}
-    if log is not None:
-        env["DOTNET_STANDIN_LOG"] = str(log)
-    return env
-
+from .support.dotnet import copy_fixture, standin_env
 
 # fixture -> (passed, stage, exact message with {root})
 MATRIX = {
@@ -85,6 +67,7 @@ def expected(name: str, root: Path) -> tuple[bool, str, str]:
     return passed, stage, message.format(root=root, parent=root.parent)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(MATRIX))
 def test_the_validator_gives_each_fixture_the_verdict_a_real_sdk_would(
         tmp_path: Path, name: str) -> None:
@@ -107,6 +90,7 @@ def test_a_passing_run_reports_counts_logs_and_commands_in_order(tmp_path: Path)
     assert sent[5].startswith("restore '{root}/tests/Calc.Tests/Calc.Tests.csproj'")
 
 
+@pytest.mark.e2e
 def test_a_failing_test_names_the_failing_tests_and_the_counts(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path, "failing-test")
     report = validate_full(root, tmp_path / "logs", env=standin_env("failing-test"))
@@ -117,6 +101,7 @@ def test_a_failing_test_names_the_failing_tests_and_the_counts(tmp_path: Path) -
     assert "Failed!" in report.tail
 
 
+@pytest.mark.e2e
 def test_each_test_call_gets_a_fresh_results_directory_so_old_trx_never_counts(
         tmp_path: Path) -> None:
     root = copy_fixture(tmp_path, "all-pass")
@@ -129,6 +114,7 @@ def test_each_test_call_gets_a_fresh_results_directory_so_old_trx_never_counts(
     assert all(len(list(d.glob("*.trx"))) == 1 for d in dirs)
 
 
+@pytest.mark.e2e
 def test_the_shared_deadline_kills_a_hanging_build_and_names_the_stage(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path, "all-pass")
     started = time.monotonic()
@@ -149,6 +135,7 @@ def test_a_missing_dotnet_is_an_environment_error_with_the_install_hint(tmp_path
         "(https://dot.net/download) so full validation can build and test")
 
 
+@pytest.mark.e2e
 def test_the_report_reads_as_one_failure_summary(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path, "wrong-tfm")
     report = validate_full(root, tmp_path / "logs", env=standin_env("wrong-tfm"))
@@ -170,6 +157,7 @@ def test_a_real_sdk_gives_each_fixture_the_same_verdict(tmp_path: Path, name: st
     assert (report.passed, report.stage) == expected(name, root)[:2]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("fixture", "code", "first_line"), [
     ("all-pass", 0, "validation `full` passed at stage `test`: 1 test project(s): 2 of 2 tests "
                     "executed, 2 passed, 0 skipped"),
@@ -180,7 +168,7 @@ def test_specops_validate_runs_the_validator_standalone(tmp_path: Path, fixture:
                                                         first_line: str) -> None:
     import subprocess
 
-    from .conftest import VENV_BIN
+    from .support.harness import VENV_BIN
 
     root = copy_fixture(tmp_path, fixture)
     result = subprocess.run([str(VENV_BIN / "specops"), "validate", str(root)],
@@ -197,7 +185,7 @@ def test_specops_validate_runs_the_validator_standalone(tmp_path: Path, fixture:
 def test_specops_validate_exits_3_without_dotnet(tmp_path: Path) -> None:
     import subprocess
 
-    from .conftest import VENV_BIN
+    from .support.harness import VENV_BIN
 
     root = copy_fixture(tmp_path, "all-pass")
     result = subprocess.run([str(VENV_BIN / "specops"), "validate", str(root)],

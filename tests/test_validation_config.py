@@ -10,7 +10,7 @@ import pytest
 from specops_dag.errors import DefinitionError
 from specops_dag.workflow.catalog import load_catalog
 
-from .conftest import DIAMOND, write_tree
+from .support.harness import DIAMOND, write_tree
 
 VY = "workflow_defs/validation.yaml"
 PHASE = "workflow_defs/phases/p-a.yaml"

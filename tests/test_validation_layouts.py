@@ -16,8 +16,8 @@ from specops_dag.validation import baseline as bl
 from specops_dag.validation.dotnet import validate_full
 from specops_dag.workflow.model import ValidationConfig
 
-from .conftest import VENV_BIN, write_tree
-from .test_validation import copy_fixture, standin_env
+from .support.dotnet import copy_fixture, standin_env
+from .support.harness import VENV_BIN, write_tree
 
 WHERE = "workflow_defs/validation.yaml (or the phase)"
 NO_GLOBAL_JSON = ("no global.json pinning an 8.0 SDK at the repository root: add one (e.g. "
@@ -112,6 +112,7 @@ LAYOUTS = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", sorted(LAYOUTS))
 def test_each_layout_gets_the_verdict_its_configuration_asks_for(tmp_path: Path,
                                                                  case: str) -> None:
@@ -123,6 +124,7 @@ def test_each_layout_gets_the_verdict_its_configuration_asks_for(tmp_path: Path,
         passed, stage, blame, message.replace("{root}", str(root)))
 
 
+@pytest.mark.e2e
 def test_the_test_project_is_found_by_evaluation_not_by_its_file_text(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path, "props-test-sdk")
     text = (root / "tests/Calc.Tests/Calc.Tests.csproj").read_text()
@@ -131,6 +133,7 @@ def test_the_test_project_is_found_by_evaluation_not_by_its_file_text(tmp_path: 
     assert [p["project"] for p in report.projects] == ["tests/Calc.Tests/Calc.Tests.csproj"]
 
 
+@pytest.mark.e2e
 def test_evaluation_uses_the_configuration_that_build_and_test_use(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path, "all-pass")
     calls = tmp_path / "calls.log"
@@ -141,6 +144,7 @@ def test_evaluation_uses_the_configuration_that_build_and_test_use(tmp_path: Pat
     assert all("-c Release" in line for line in sent if line.startswith(("build", "test")))
 
 
+@pytest.mark.e2e
 def test_an_attempt_that_adds_a_warning_fails_only_on_the_new_one(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path, "compiler-warning")
     layout = ValidationConfig(judge="regressions")
@@ -177,6 +181,7 @@ def test_regressions_are_new_failing_or_skipped_tests_and_fewer_executed_ones() 
                                      "fewer executed tests: 3 (base 5)"]
 
 
+@pytest.mark.e2e
 def test_the_report_is_evidence_sdk_commands_and_totals_per_test_project(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path, "failing-test")
     report = validate_full(root, tmp_path / "logs", env=standin_env("failing-test"))
@@ -214,6 +219,7 @@ def specops_validate(root: Path, answers: str, *args: str) -> subprocess.Complet
                           stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.e2e
 def test_specops_validate_json_carries_the_evidence(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path, "failing-test")
     report = json.loads(specops_validate(root, "failing-test", "--json").stdout)
@@ -224,6 +230,7 @@ def test_specops_validate_json_carries_the_evidence(tmp_path: Path) -> None:
         "Calc.Tests.CalculatorTests.Subtract_ReturnsDifference"]
 
 
+@pytest.mark.e2e
 def test_specops_validate_reads_the_layout_and_compares_with_a_baseline(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path, "compiler-warning")
     write_tree(root, {"workflow_defs/validation.yaml": "validation:\n  judge: regressions\n"})

@@ -14,9 +14,9 @@ from specops_dag.delivery.store import Store
 from specops_dag.execution.step import run_step
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-from .agentic import AGENTIC, replay, settings_for, wrote
-from .conftest import write_tree
-from .test_validation import FIXTURES, STANDIN
+from .support.agents import AGENTIC, replay, settings_for, wrote
+from .support.dotnet import FIXTURES, STANDIN
+from .support.harness import write_tree
 
 
 def fixture_harness(tmp_path: Path, fixture: str) -> Store:
@@ -38,6 +38,7 @@ def standin(monkeypatch: pytest.MonkeyPatch):
     return use
 
 
+@pytest.mark.e2e
 def test_a_failed_validation_cancels_success_and_feeds_the_next_attempt(
         tmp_path: Path, standin) -> None:
     standin("regressing-test")  # the base passes; a tree with the marker fails a test
@@ -58,6 +59,7 @@ def test_a_failed_validation_cancels_success_and_feeds_the_next_attempt(
         "Calc.Tests.CalculatorTests.Subtract_ReturnsDifference"]
 
 
+@pytest.mark.e2e
 def test_a_passing_validation_completes_the_step_with_its_report(tmp_path: Path,
                                                                   standin) -> None:
     standin("all-pass")
@@ -88,9 +90,10 @@ def test_a_missing_dotnet_blocks_the_step_before_any_agent_call_with_the_install
         tmp_path / "requests.jsonl").read_text().strip()
 
 
+@pytest.mark.e2e
 def test_the_materialization_carries_a_blocking_validation_check_with_the_report(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
-    from .test_definitions import job_execute
+    from .support.cli import job_execute
 
     store = fixture_harness(tmp_path, "all-pass")
     with dg.DagsterInstance.get() as instance:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from specops_dag.agent.codex import (
     CodexRun,
@@ -22,8 +23,8 @@ from specops_dag.agent.codex import (
 from specops_dag.agent.replay import ReplayServer
 from specops_dag.process import ProcessResult
 
-from .agentic import replay, settings_for
-from .conftest import REPO
+from .support.agents import replay, settings_for
+from .support.harness import REPO
 
 
 def started(item_id: str, command: str) -> dict:
@@ -159,6 +160,7 @@ def survivors(marker: str) -> list[psutil.Process]:
             if marker in " ".join(p.info["cmdline"] or [])]
 
 
+@pytest.mark.e2e
 def test_an_agent_command_longer_than_the_idle_timeout_completes(tmp_path: Path) -> None:
     nodes = {"write": [[{"shell": "sleep 6 && echo slept"}, {"message": "Slept."}]]}
     with replay(tmp_path, nodes) as server:
@@ -171,6 +173,7 @@ def test_an_agent_command_longer_than_the_idle_timeout_completes(tmp_path: Path)
     assert run.process.duration_s >= 6
 
 
+@pytest.mark.e2e
 def test_a_command_left_running_in_a_background_exec_session_still_suspends_the_idle_timer(
         tmp_path: Path) -> None:
     # Codex answers "Process running with session ID …" after 0.5 s; the model then thinks for
@@ -187,6 +190,7 @@ def test_a_command_left_running_in_a_background_exec_session_still_suspends_the_
     assert "Process running with session ID" in output
 
 
+@pytest.mark.e2e
 def test_a_command_past_command_timeout_s_is_killed_with_its_name_before_the_deadline(
         tmp_path: Path) -> None:
     nodes = {"write": [[{"shell": "sleep 4713"}, {"message": "never sent"}]]}
@@ -203,6 +207,7 @@ def test_a_command_past_command_timeout_s_is_killed_with_its_name_before_the_dea
     assert survivors("sleep 4713") == []
 
 
+@pytest.mark.e2e
 def test_a_background_command_past_its_cap_is_killed_while_the_model_hangs(
         tmp_path: Path) -> None:
     nodes = {"write": [[{"shell": "sleep 4714", "yield_time_ms": 500}, {"hang": True}]]}
@@ -215,6 +220,7 @@ def test_a_background_command_past_its_cap_is_killed_while_the_model_hangs(
     assert survivors("sleep 4714") == []
 
 
+@pytest.mark.e2e
 def test_a_hanging_model_with_no_command_running_is_still_killed_as_idle(tmp_path: Path) -> None:
     nodes = {"write": [[{"shell": "echo ran"}, {"hang": True}]]}
     with replay(tmp_path, nodes) as server:

@@ -17,7 +17,7 @@ from specops_dag.agent import codex
 from specops_dag.builtin import CODEX_NPM
 from specops_dag.errors import ToolMissing
 
-from .conftest import REPO, VENV_BIN
+from .support.harness import REPO, VENV_BIN
 
 REAL_CODEX = (REPO / "node_modules" / ".bin" / "codex").resolve()
 LOCK = json.loads((REPO / "package-lock.json").read_text())

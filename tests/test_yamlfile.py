@@ -10,7 +10,7 @@ import yaml
 
 from specops_dag.workflow import yamlfile
 
-from .conftest import REPO
+from .support.harness import REPO
 
 DOCUMENTS = {
     "plain mapping": "kind: phase\nid: p\nexecution: {goal: Do it., skills: [a, b]}\n",

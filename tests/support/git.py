@@ -1,5 +1,5 @@
-"""A harness root that is also a real git repository (with a bare origin), whose diamond of
-command phases changes product files, writes its artifact and a step record."""
+"""Harness roots that are real git repositories: the diamond of command phases that change
+product files (with a bare origin), its deliveries, and the commits they make."""
 
 from __future__ import annotations
 
@@ -7,7 +7,12 @@ from pathlib import Path
 
 import git
 
-from .conftest import DIAMOND, command_phase, write_tree
+from specops_dag.delivery import lifecycle as ops
+from specops_dag.delivery.store import Store
+from specops_dag.execution.step import run_step
+from specops_dag.workflow.catalog import definition_roots, load_catalog
+
+from .harness import DIAMOND, command_phase, write_tree
 
 # Writes a product file in the worktree (cwd), the artifact, and the step record; appends the
 # node to $CALLS so tests can count which nodes really ran.
@@ -44,3 +49,20 @@ def git_harness(tmp_path: Path) -> tuple[Path, Path]:
 def commit_paths(repo: git.Repo, sha: str) -> list[str]:
     commit = repo.commit(sha)
     return sorted(commit.stats.files)
+
+
+def commit_all(folder: Path) -> None:
+    repo = git.Repo.init(folder, initial_branch="main")
+    repo.git.add(A=True)
+    repo.index.commit("initial", author=WHO, committer=WHO)
+
+
+def new(root: Path, delivery: str = "d1") -> Store:
+    store = Store(root)
+    ops.new_delivery(store, load_catalog(definition_roots(root), display_base=root), "diamond",
+                     delivery, "Add the four files.")
+    return store
+
+
+def run_all(store: Store, delivery: str = "d1") -> list[str]:
+    return [run_step(store, delivery, n).status for n in "abcd"]
