@@ -1,0 +1,196 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specops_dag.agent.prompt import assemble_prompt, failure_summary
+from specops_dag.delivery.lifecycle import snapshot_catalog
+from specops_dag.errors import UsageError
+from specops_dag.execution.step import run_step
+from specops_dag.files import sha256_file
+
+from ..support.agents import agentic_root, completed_write, new, set_context
+from ..support.cli import specops_at
+from ..support.harness import tree_state, write_tree
+
+
+def test_the_prompt_parts_come_in_the_seed_order(tmp_path: Path) -> None:
+    root = agentic_root(tmp_path)
+    write_tree(root, {"docs/arch.md": "# Architecture\n", "docs/phase/d1/handoff.md": "# H\n"})
+    store = new(root)
+    completed_write(root)
+    set_context(root, "d1", "review", ["docs/arch.md"])
+    with store.transaction("d1") as state:
+        state.get_step("review").last_failure = "exit 0 but required artifacts are missing"
+    state = store.read("d1")
+    prompt = assemble_prompt(root, state, state.get_step("review"),
+                             snapshot_catalog(store, state), root)
+    assert [(p.label, p.path) for p in prompt.parts] == [
+        ("AGENTS.md", "AGENTS.md"),
+        ("common work rules", "built-in:workflow_defs/work-rules.md"),
+        ("context", "docs/arch.md"),
+        ("delivery handoff", "docs/phase/d1/handoff.md"),
+        ("previous failure", None),
+        ("current step", None)]
+    assert prompt.parts[0].text == "# Agents\nBe precise.\n"
+    assert prompt.parts[4].text == ("# Previous attempt failed\n\nexit 0 but required artifacts "
+                                    "are missing")
+    assert prompt.text == "\n\n".join(p.text for p in prompt.parts)
+    assert prompt.total_chars == len(prompt.text)
+
+
+def test_the_current_step_names_paths_and_hashes_never_bodies(tmp_path: Path) -> None:
+    root = agentic_root(tmp_path)
+    store = new(root)
+    completed_write(root)
+    state = store.read("d1")
+    catalog = snapshot_catalog(store, state)
+    current = assemble_prompt(root, state, state.get_step("review"), catalog, root).parts[-1]
+    skill = state.snapshot.skills["c-review"][0]
+    notes_sha = sha256_file(root / "phases/d1/write/notes.md")
+    assert current.text == (
+        "# Current step: `review` (step 1 of delivery `d1`, phase `c-review`, attempt 1 of 3)\n"
+        "\n"
+        f"Working directory: {root.resolve()}. Every path below is absolute or relative to it.\n"
+        "\n"
+        "READ (in order):\n"
+        f"1. phases/d1/write/notes.md (sha256 {notes_sha}) — input `notes`: `write` output "
+        "`notes`, artifact `notes`\n"
+        "\n"
+        "SKILLS (from the delivery snapshot):\n"
+        f"- entry: `c-review-skill` phases/d1/snapshot/skills/c-review-skill/SKILL.md (sha256 "
+        f"{skill.sha256})\n"
+        "\n"
+        "TASK:\n"
+        "Produce review.md for the next step.\n"
+        "\n"
+        "WRITE:\n"
+        "- phases/d1/review/review.md (required)\n"
+        "- docs/phase/d1/review.md (step record: what you did, commands, evidence)\n"
+        "- docs/phase/d1/handoff.md (delivery handoff for the next step: paths and decisions)\n"
+        "\n"
+        "Node folder: phases/d1/review/ — your WRITE artifacts live there; put any other file "
+        "this step produces (TRX results, logs) under it too. An artifact path written short in "
+        "the TASK or a skill (such as `develop/changes.md`) is relative to a node folder: this "
+        "one for yours, and for an upstream node's the READ path that ends with it.\n"
+        "\n"
+        "REPORT: end with a final message of at most 1,000 characters that summarizes what you "
+        "did and names the files you wrote.")
+    assert "the notes" not in current.text
+
+
+def test_without_a_handoff_only_the_latest_earlier_summary_is_injected_capped(
+        tmp_path: Path) -> None:
+    root = agentic_root(tmp_path)
+    store = new(root)
+    completed_write(root, summary="s" * 1500)
+    state = store.read("d1")
+    parts = assemble_prompt(root, state, state.get_step("review"),
+                            snapshot_catalog(store, state), root).parts
+    [summary] = [p for p in parts if p.label.startswith("summary")]
+    assert summary.label == "summary of step 0 (write)"
+    assert summary.text == "# Summary of the previous step `write`\n\n" + "s" * 1000
+
+
+@pytest.mark.parametrize("size", [4000, 4001, 4999, 100_000])
+def test_the_failure_summary_keeps_head_and_tail_within_4000_chars(size: int) -> None:
+    text = "".join(chr(65 + i % 26) for i in range(size))
+    summary = failure_summary(text)
+    if size <= 4000:
+        assert summary == text
+        return
+    assert len(summary) == 4000
+    cut = int(summary[1500:].split("[... ", 1)[1].split(" ", 1)[0])
+    marker = f"\n[... {cut} characters elided ...]\n"
+    assert summary == text[:1500] + marker + text[1500 + cut:]
+    assert len(text) - 1500 - cut <= 2500
+
+
+CONTEXT_ERRORS = [
+    pytest.param("not-a-list", "phases/d1/index.json: steps[0].context_files: Input should be a "
+                 "valid list; fix the file or restore it from git", id="malformed"),
+    pytest.param(["docs/none.md"], "phases/d1/index.json: steps[0].context_files[0]: "
+                 "`docs/none.md` not found in {root}; fix the path or remove it", id="missing"),
+    pytest.param(["/etc/hostname"], "phases/d1/index.json: steps[0].context_files[0]: "
+                 "`/etc/hostname` is absolute; use a path relative to the repository {root}",
+                 id="absolute"),
+    pytest.param(["../outside.md"], "phases/d1/index.json: steps[0].context_files[0]: "
+                 "`../outside.md` is outside the repository {root}; use a path inside it",
+                 id="outside"),
+    pytest.param(["docs/escape.md"], "phases/d1/index.json: steps[0].context_files[0]: "
+                 "`docs/escape.md` resolves to {outside}, outside the repository {root} (a "
+                 "symlink); use a file inside the repository", id="symlink-escape"),
+    pytest.param(["docs/latin1.md"], "phases/d1/index.json: steps[0].context_files[0]: "
+                 "`docs/latin1.md`: not UTF-8 text; save it as UTF-8 or remove it",
+                 id="not-utf8"),
+]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(("files", "message"), CONTEXT_ERRORS)
+def test_a_bad_context_path_exits_2_before_anything_changes(
+        tmp_path: Path, files: object, message: str) -> None:
+    root = agentic_root(tmp_path)
+    outside = tmp_path / "outside.md"
+    outside.write_text("secret\n")
+    write_tree(root, {"docs/ok.md": "ok\n"})
+    (root / "docs/escape.md").symlink_to(outside)
+    (root / "docs/latin1.md").write_bytes("caf\xe9".encode("latin-1"))
+    new(root)
+    set_context(root, "d1", "write", files)  # type: ignore[arg-type]
+    before = tree_state(root)
+    result = specops_at(root, "dry-run", "d1")
+    assert (result.returncode, result.stderr) == (
+        2, "error: " + message.format(root=root, outside=outside) + "\n")
+    assert tree_state(root) == before
+    if files != "not-a-list":
+        from specops_dag.delivery.store import Store
+        with pytest.raises(UsageError):
+            run_step(Store(root), "d1", "write")
+        assert Store(root).read("d1").get_step("write").attempts == 0
+
+
+def test_context_paths_differing_only_in_notation_or_case_are_included_once(
+        tmp_path: Path) -> None:
+    root = agentic_root(tmp_path)
+    write_tree(root, {"docs/arch.md": "# Architecture\n"})
+    (root / "docs/alias.md").symlink_to(root / "docs/arch.md")
+    new(root)
+    set_context(root, "d1", "write", ["docs/arch.md", "./docs/arch.md", "docs//arch.md",
+                                      "DOCS/ARCH.md", "docs/../docs/arch.md", "docs/alias.md"])
+    result = json.loads(specops_at(root, "dry-run", "d1", "--json").stdout)
+    assert [p["path"] for p in result["parts"] if p["label"] == "context"] == ["docs/arch.md"]
+
+
+def test_dry_run_prints_each_path_with_its_chars_and_changes_nothing(tmp_path: Path) -> None:
+    root = agentic_root(tmp_path)
+    write_tree(root, {"docs/arch.md": "# Architecture\n"})
+    new(root)
+    set_context(root, "d1", "write", ["docs/arch.md"])
+    before = tree_state(root)
+    text = specops_at(root, "dry-run", "d1")
+    as_json = json.loads(specops_at(root, "dry-run", "d1", "--json").stdout)
+    via_run = specops_at(root, "run", "d1", "--dry-run")
+    assert tree_state(root) == before
+    assert text.returncode == 0 and via_run.stdout == text.stdout
+    lines = text.stdout.splitlines()
+    assert lines[0] == "dry-run of d1 / write (step 0, phase c-write): nothing is changed"
+    parts = as_json["parts"]
+    assert [p["label"] for p in parts] == ["AGENTS.md", "common work rules", "context",
+                                           "current step"]
+    assert lines[1:-1] == [f"  {p['chars']:>8}  " + (f"{p['path']}  ({p['label']})" if p["path"]
+                           else f"({p['label']})") for p in parts]
+    assert lines[-1] == f"total prompt: {as_json['total_chars']} chars"
+    assert parts[0]["chars"] == len("# Agents\nBe precise.\n")
+    assert parts[2]["chars"] == len("# Architecture\n")
+
+
+def test_dry_run_with_push_is_a_usage_error(tmp_path: Path) -> None:
+    root = agentic_root(tmp_path)
+    new(root)
+    result = specops_at(root, "run", "d1", "--dry-run", "--push")
+    assert result.returncode == 2
+    assert result.stderr.endswith("Error: --dry-run and --push cannot be combined: a dry run "
+                                  "changes nothing, a push writes to origin\n")

@@ -1,0 +1,244 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from specops_dag.delivery import gates
+from specops_dag.delivery import lifecycle as ops
+from specops_dag.delivery import queries as reading
+from specops_dag.delivery.model import Delivery
+from specops_dag.delivery.store import Store
+from specops_dag.errors import StateError, UsageError, WriteConflict
+from specops_dag.files import now_iso
+from specops_dag.workflow.catalog import definition_roots, load_catalog
+
+from ..support.harness import complete, make_delivery
+
+
+@contextmanager
+def lock_held_elsewhere(store: Store, delivery: str) -> Iterator[int]:
+    code = ("import sys, time; from pathlib import Path; from specops_dag.delivery.store import Store\n"
+            "s = Store(Path(sys.argv[1]))\n"
+            "with s.lock(f'{sys.argv[2]}/.lock', 'x'):\n"
+            "    print('locked', flush=True); time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(store.root), delivery],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_new_delivery_has_steps_in_topological_order_and_a_frozen_snapshot(
+        diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    state = store.read("d1")
+    assert [(s.step, s.name, s.needs, s.status) for s in state.steps] == [
+        (0, "a", [], "pending"), (1, "b", ["a"], "pending"), (2, "c", ["a"], "pending"),
+        (3, "d", ["b", "c"], "pending")]
+    assert state.schema_version == 1 and state.status == "pending"
+    assert [(f.kind, f.id, f.path, f.copy_path) for f in state.snapshot.files] == [
+        ("workflow", "diamond", "workflow_defs/workflows/diamond.yaml",
+         "snapshot/workflows/diamond.yaml"),
+        *[("phase", f"p-{n}", f"workflow_defs/phases/p-{n}.yaml", f"snapshot/phases/p-{n}.yaml")
+          for n in "abcd"]]
+    for f in state.snapshot.files:
+        copy = store.delivery_dir("d1") / f.copy_path
+        assert copy.read_bytes() == (diamond_root / f.path).read_bytes()
+    index = json.loads((diamond_root / "phases" / "index.json").read_text())
+    assert [(e["id"], e["workflow"], e["status"]) for e in index["deliveries"]] == [
+        ("d1", "diamond", "pending")]
+
+
+def test_the_snapshot_is_used_after_the_definitions_change(diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    phase = diamond_root / "workflow_defs/phases/p-a.yaml"
+    phase.write_text(phase.read_text().replace("Run p-a.", "Something else."))
+    state = store.read("d1")
+    assert ops.snapshot_catalog(store, state).phases["p-a"].execution.goal == "Run p-a."
+    assert reading.drift(store.root, state) == [
+        "workflow_defs/phases/p-a.yaml: changed since the snapshot (the delivery keeps its copy)"]
+
+
+@pytest.mark.parametrize(("start", "to", "via"), [
+    ("pending", "completed", "run"), ("completed", "pending", "resume"),
+    ("error", "running", "run"), ("completed", "running", "run"), ("blocked", "completed", "run"),
+    ("error", "pending", "run")])
+def test_a_transition_outside_the_allowed_table_is_refused(
+        diamond_root: Path, start: str, to: str, via: str) -> None:
+    store = make_delivery(diamond_root)
+    state = store.read("d1")
+    step = state.get_step("a")
+    step.status = start  # type: ignore[assignment]
+    with pytest.raises(StateError) as info:
+        state.move(step, to, via)  # type: ignore[arg-type]
+    assert info.value.message == (f"phases/d1/index.json: steps[0] (`a`): `{via}` cannot move a "
+                                  f"`{start}` step to `{to}`")
+
+
+def test_a_concurrent_writer_gets_a_write_conflict_and_the_file_stays_valid(
+        diamond_root: Path) -> None:
+    store = make_delivery(diamond_root, lock_timeout_s=0.3)
+    before = store.index_path("d1").read_bytes()
+    with lock_held_elsewhere(store, "d1") as pid:
+        with pytest.raises(WriteConflict) as info:
+            ops.reopen(store, "d1", "a")
+    assert info.value.message == (f"write conflict: phases/d1/index.json is being written by "
+                                  f"another process (pid {pid}); nothing was changed, retry when "
+                                  "it finishes")
+    assert info.value.exit_code == 3
+    assert store.index_path("d1").read_bytes() == before
+    Delivery.model_validate_json(before)
+
+
+def test_a_write_that_fails_midway_leaves_the_previous_file_and_no_temp_file(
+        diamond_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = make_delivery(diamond_root)
+    before = store.index_path("d1").read_bytes()
+
+    def broken_replace(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk full"), store.transaction("d1") as state:
+        state.log("a change to write")
+    assert store.index_path("d1").read_bytes() == before
+    assert sorted(p.name for p in store.delivery_dir("d1").iterdir()) == [
+        ".lock", ".run.lock", "index.json", "request.md", "snapshot"]
+
+
+def test_reopen_invalidates_downstream_but_not_sibling_branches(diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    for node in "abcd":
+        complete(store, "d1", node)
+    assert ops.reopen(store, "d1", "b", "spec changed") == ["b", "d"]
+    state = store.read("d1")
+    assert {s.name: s.status for s in state.steps} == {
+        "a": "completed", "b": "pending", "c": "completed", "d": "pending"}
+    b = state.get_step("b")
+    assert b.handoff == {} and b.completed_at is None
+    assert [(r.reason, list(r.handoff)) for r in b.revisions] == [("spec changed", ["result"])]
+    assert state.get_step("c").revisions == []
+    assert state.history[-1].event == "reopened"
+    assert state.history[-1].detail == "b, d: spec changed"
+
+
+def test_resume_clears_the_error_fields_and_gives_a_fresh_budget(diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    with store.transaction("d1") as state:
+        step = state.get_step("a")
+        state.move(step, "running", "run")
+        state.move(step, "error", "run")
+        step.attempts, step.error_message, step.failed_at = 3, "exited 7", now_iso()
+    ops.resume(store, "d1", "a")
+    step = store.read("d1").get_step("a")
+    assert (step.status, step.attempts, step.error_message, step.failed_at) == (
+        "pending", 0, None, None)
+
+
+def test_resume_clears_the_blocked_fields(diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    with store.transaction("d1") as state:
+        step = state.get_step("a")
+        state.move(step, "blocked", "run")
+        step.blocked_reason, step.blocked_at = "missing input: x", now_iso()
+    ops.resume(store, "d1", "a")
+    step = store.read("d1").get_step("a")
+    assert (step.status, step.blocked_reason, step.blocked_at) == ("pending", None, None)
+
+
+def test_resume_refuses_a_completed_step_and_points_to_reopen(diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    complete(store, "d1", "a")
+    with pytest.raises(StateError) as info:
+        ops.resume(store, "d1", "a")
+    assert info.value.message == ("step `a` of `d1` is `completed`; resume takes an `error` or "
+                                  "`blocked` step (reopen a completed one with `specops reopen d1 "
+                                  "a`)")
+
+
+def test_an_unknown_node_names_the_known_ones(diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    with pytest.raises(UsageError) as info:
+        ops.reopen(store, "d1", "zz")
+    assert info.value.message == "delivery `d1` has no node `zz` (nodes: a, b, c, d)"
+
+
+def test_a_state_file_of_a_newer_schema_is_refused(diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    path = store.index_path("d1")
+    data = json.loads(path.read_text())
+    data["schema_version"] = 99
+    path.write_text(json.dumps(data))
+    with pytest.raises(StateError) as info:
+        store.read("d1")
+    assert info.value.message == ("phases/d1/index.json: schema_version 99 is not supported (this "
+                                  "specops reads 1); upgrade specops-dag or restore the file")
+
+
+@pytest.mark.parametrize(("bad", "why"), [
+    ("a/b", "contains a path separator"), ("..", "contains `..`"), ("x..y", "contains `..`"),
+    ("", "is empty"), ("-x", "must be 1-64 characters of letters, digits, `.`, `_` or `-`, "
+                            "starting with a letter or digit"),
+    ("a b", "must be 1-64 characters of letters, digits, `.`, `_` or `-`, starting with a "
+            "letter or digit"),
+    ("x.lock", "ends with `.` or `.lock`, which git refuses in a branch name"),
+    ("a\\b", "contains a path separator")])
+def test_a_bad_delivery_id_is_refused_and_nothing_is_written(
+        diamond_root: Path, bad: str, why: str) -> None:
+    store = Store(diamond_root)
+    catalog = load_catalog(definition_roots(diamond_root), display_base=diamond_root)
+    with pytest.raises(UsageError) as info:
+        ops.new_delivery(store, catalog, "diamond", bad, "r")
+    assert info.value.message == (f"delivery id `{bad}` {why}; use e.g. `rss-cache` or "
+                                  "`2026-11-rss-cache`")
+    assert not (diamond_root / "phases").exists()
+
+
+def test_gates_in_front_of_a_step_keep_it_from_being_runnable_until_approved(
+        diamond_root: Path) -> None:
+    wf = diamond_root / "workflow_defs/workflows/diamond.yaml"
+    wf.write_text(wf.read_text().replace(
+        "{id: b, phase: p-b,", "{id: b, phase: p-b, gates: {before: target-write},"))
+    store = make_delivery(diamond_root)
+    complete(store, "d1", "a")
+    state = store.read("d1")
+    assert state.get_step("b").gates == ["target-write"]
+    assert reading.runnable_steps(state) == ["c"]
+    gates.approve(store, "d1", "target-write", note="looked at the plan")
+    assert reading.runnable_steps(store.read("d1")) == ["b", "c"]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('{"schema_version": 1, "request": "Add \\ud800 cache."}',
+     "phases/d1/index.json: an escape `\\ud800` is half of a UTF-16 surrogate pair, not a "
+     "character; fix the file or restore it from git"),
+    ("[1, 2]", "phases/d1/index.json: (top level): Input should be a valid dictionary or "
+               "instance of Delivery; fix the file or restore it from git"),
+])
+def test_a_state_file_that_is_json_but_not_a_state_is_refused_with_its_exact_error(
+        diamond_root: Path, text: str, message: str) -> None:
+    store = make_delivery(diamond_root)
+    store.index_path("d1").write_text(text)
+    with pytest.raises(StateError) as err:
+        store.read("d1")
+    assert err.value.message == message
+
+
+def test_a_corrupt_delivery_list_is_refused_with_its_exact_error(diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    (store.phases / "index.json").write_text("{")
+    with pytest.raises(StateError) as err:
+        store.read_index()
+    assert err.value.message == (
+        "phases/index.json: not valid JSON (Expecting property name enclosed in double quotes: "
+        "line 1 column 2 (char 1)); restore it from git")

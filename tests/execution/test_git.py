@@ -1,0 +1,200 @@
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import dagster as dg
+import git
+import pytest
+
+from specops_dag.delivery import lifecycle as ops
+from specops_dag.delivery.store import Store
+from specops_dag.execution.step import run_step
+from specops_dag.workflow.catalog import definition_roots, load_catalog
+
+from ..support.cli import job_execute, specops
+from ..support.git import commit_paths, git_harness, new, run_all
+
+
+@pytest.fixture
+def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "calls.log"
+    monkeypatch.setenv("CALLS", str(path))
+    return path
+
+
+def test_each_step_lands_as_a_product_commit_and_a_metadata_commit_on_its_branch(
+        tmp_path: Path, calls: Path) -> None:
+    root, _ = git_harness(tmp_path)
+    repo = git.Repo(root)
+    main_before = repo.head.commit.hexsha
+    store = new(root)
+    assert run_all(store) == ["completed"] * 4
+    state = store.read("d1")
+    assert (state.worktree, state.branch) == (".specops/worktrees/d1", "feat-d1")
+    worktree = root / ".specops/worktrees/d1"
+    a = state.get_step("a")
+    assert commit_paths(repo, a.commits["product"]) == ["src/a.txt"]
+    assert commit_paths(repo, a.commits["metadata"]) == sorted([
+        "docs/phase/d1/a.md", "phases/d1/a/out.txt",
+        "phases/d1/index.json", "phases/d1/request.md",
+        "phases/d1/snapshot/phases/p-a.yaml",
+        "phases/d1/snapshot/phases/p-b.yaml", "phases/d1/snapshot/phases/p-c.yaml",
+        "phases/d1/snapshot/phases/p-d.yaml", "phases/d1/snapshot/workflows/diamond.yaml"])
+    assert repo.commit(a.commits["product"]).message == "[d1] a attempt 1: product changes\n"
+    assert repo.commit(a.commits["metadata"]).message == "[d1] a attempt 1: metadata\n"
+    d = state.get_step("d")
+    assert commit_paths(repo, d.commits["product"]) == ["src/d.txt"]
+    log = repo.git.log("feat-d1", "--format=%s").splitlines()
+    assert len(log) == 9 and log[-1] == "initial"
+    # The user's checkout is untouched: same branch, same commit, clean.
+    assert (repo.active_branch.name, repo.head.commit.hexsha) == ("main", main_before)
+    assert not repo.is_dirty()
+    assert all(p.startswith("phases/") for p in repo.untracked_files)  # the state, not the work
+    assert (worktree / "src/d.txt").read_text() == "d\n" and not (root / "src/d.txt").exists()
+    assert state.get_step("b").base_commit == state.get_step("a").commits["metadata"]
+
+
+def test_a_dirty_worktree_blocks_the_next_step_as_a_write_conflict(tmp_path: Path,
+                                                                   calls: Path) -> None:
+    root, _ = git_harness(tmp_path)
+    store = new(root)
+    assert run_step(store, "d1", "a").status == "completed"
+    (root / ".specops/worktrees/d1/src/stray.cs").write_text("class Stray {}\n")
+    outcome = run_step(store, "d1", "b")
+    worktree = (root / ".specops/worktrees/d1").resolve()
+    assert (outcome.status, outcome.message) == (
+        "blocked", f"write conflict: the worktree {worktree} of `d1` has uncommitted changes "
+                   "(src/stray.cs); commit or discard them yourself, then `specops resume d1 b`")
+    assert (root / ".specops/worktrees/d1/src/stray.cs").exists()  # never a silent reset
+    assert store.read("d1").get_step("b").status == "blocked"
+
+
+@pytest.mark.e2e
+def test_reopen_reruns_only_the_reopened_slice_and_keeps_revisions(
+        tmp_path: Path, calls: Path) -> None:
+    root, _ = git_harness(tmp_path)
+    store = new(root)
+    run_all(store)
+    first_b = store.read("d1").get_step("b")
+    assert ops.reopen(store, "d1", "b", "the spec changed") == ["b", "d"]
+    calls.write_text("")
+    assert run_all(store) == ["reused", "completed", "reused", "completed"]
+    assert calls.read_text().split() == ["b", "d"]
+    b = store.read("d1").get_step("b")
+    assert [(r.reason, r.commits["product"]) for r in b.revisions] == [
+        ("the spec changed", first_b.commits["product"])]
+    assert b.revisions[0].handoff == first_b.handoff
+    assert b.commits["product"] != first_b.commits["product"]
+    history = [e.event for e in store.read("d1").history]
+    assert history.count("reopened") == 1
+
+
+@pytest.mark.e2e
+def test_a_hand_edited_handoff_shows_as_drift_in_status_and_in_dagster(
+        tmp_path: Path, calls: Path, clean_env: dict[str, str]) -> None:
+    root, _ = git_harness(tmp_path)
+    env = {**clean_env, "CALLS": str(calls)}
+    assert specops(env, root, "new", "diamond", "d1", "--request", "x").returncode == 0
+    assert job_execute(env, root, "diamond_job", "d1").returncode == 0
+    (root / "phases/d1/a/out.txt").write_text("edited by hand")
+    status = json.loads(specops(env, root, "status", "d1", "--json").stdout)
+    assert status["drift"] == [
+        "b: input `a/result` phases/d1/a/out.txt changed since it was consumed",
+        "c: input `a/result` phases/d1/a/out.txt changed since it was consumed"]
+    assert job_execute(env, root, "diamond_job", "d1").returncode == 0
+    with dg.DagsterInstance.get() as instance:
+        key = dg.AssetCheckKey(dg.AssetKey(["diamond", "b"]), "handoff_current")
+        latest = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)[0]
+        evaluation = latest.event.dagster_event.event_specific_data
+        assert evaluation.passed is False
+        assert evaluation.metadata["drifted"].value == [
+            "input `a/result` phases/d1/a/out.txt changed since it was consumed"]
+
+
+@pytest.mark.e2e
+def test_reopen_marks_the_invalidated_assets_in_dagster(tmp_path: Path, calls: Path,
+                                                        clean_env: dict[str, str]) -> None:
+    root, _ = git_harness(tmp_path)
+    env = {**clean_env, "CALLS": str(calls)}
+    assert specops(env, root, "new", "diamond", "d1", "--request", "x").returncode == 0
+    assert job_execute(env, root, "diamond_job", "d1").returncode == 0
+    result = specops(env, root, "reopen", "d1", "c", "--reason", "review found a bug")
+    assert result.stdout == "reopened c, d of d1; re-run with `specops run d1`\n"
+    with dg.DagsterInstance.get() as instance:
+        for node, reopened in (("a", False), ("b", False), ("c", True), ("d", True)):
+            key = dg.AssetCheckKey(dg.AssetKey(["diamond", node]), "handoff_current")
+            latest = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)[0]
+            evaluation = latest.event.dagster_event.event_specific_data
+            assert (not evaluation.passed) is reopened, node
+            if reopened:
+                assert latest.run_id == "" or latest.event.run_id == ""
+                assert evaluation.partition == "d1"
+                assert evaluation.metadata["reason"].value == "review found a bug"
+    calls.write_text("")
+    assert specops(env, root, "run", "d1", "--executor", "in_process").returncode == 0
+    assert calls.read_text().split() == ["c", "d"]
+
+
+@pytest.mark.e2e
+def test_push_waits_for_external_write_then_pushes_the_branch_without_force(
+        tmp_path: Path, calls: Path, clean_env: dict[str, str]) -> None:
+    root, origin = git_harness(tmp_path)
+    env = {**clean_env, "CALLS": str(calls)}
+    assert specops(env, root, "new", "diamond", "d1", "--request", "x").returncode == 0
+    first = specops(env, root, "run", "d1", "--push", "--executor", "in_process")
+    assert first.returncode == 3
+    assert first.stderr == ("error: not pushed: awaiting approval: external-write; approve with "
+                            "`specops approve d1 external-write --note ...`, then `specops run "
+                            "d1 --push`\n")
+    assert "feat-d1" not in [h.name for h in git.Repo(origin).heads]
+    assert specops(env, root, "approve", "d1", "external-write", "--note", "ok").returncode == 0
+    second = specops(env, root, "run", "d1", "--push", "--executor", "in_process")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.splitlines()[-1].startswith("pushed feat-d1 to origin (")
+    bare = git.Repo(origin)
+    assert bare.heads["feat-d1"].commit.hexsha == git.Repo(root).heads["feat-d1"].commit.hexsha
+    assert [e.event for e in Store(root).read("d1").history][-1] == "pushed"
+
+
+def test_a_phase_that_expects_a_product_change_fails_an_attempt_that_changed_nothing(
+        tmp_path: Path, calls: Path) -> None:
+    root, _ = git_harness(tmp_path)
+    phase = root / "workflow_defs/phases/p-a.yaml"
+    text = phase.read_text().replace("pathlib.Path('src', n + '.txt').write_text(n + chr(10)); ",
+                                     "")
+    phase.write_text(text.replace("  executor:", "  expects_product_change: true\n  executor:"))
+    git.Repo(root).git.commit("-am", "phase a changes nothing")
+    store = new(root)
+    outcome = run_step(store, "d1", "a")
+    base = store.read("d1").get_step("a").base_commit
+    assert (outcome.status, outcome.message) == (
+        "failed", "attempt 1/3 failed: exit 0 but the product did not change: the phase expects "
+                  f"a product change and nothing outside phases/ and docs/phase/ changed since "
+                  f"{base[:12]}")
+
+
+def test_a_plain_folder_target_runs_in_place_without_commits(diamond_root: Path) -> None:
+    os.environ.setdefault("CALLS", "/dev/null")
+    store = Store(diamond_root)
+    ops.new_delivery(store, load_catalog(definition_roots(diamond_root),
+                                         display_base=diamond_root), "diamond", "d1", "x")
+    assert run_step(store, "d1", "a").status == "completed"
+    state = store.read("d1")
+    assert (state.worktree, state.get_step("a").commits) == (None, {})
+
+
+def test_the_target_repositorys_git_hooks_never_run_for_specops_commits(
+        tmp_path: Path, calls: Path) -> None:
+    root, _ = git_harness(tmp_path)
+    ran = tmp_path / "hook-ran"
+    for name in ("pre-commit", "commit-msg", "post-commit"):
+        hook = root / ".git/hooks" / name
+        hook.write_text(f"#!/bin/sh\necho {name} >> {ran}\nexit 1\n")
+        hook.chmod(0o755)
+    store = new(root)
+    outcome = run_step(store, "d1", "a")
+    assert outcome.status == "completed", outcome.message
+    assert set(outcome.commits) == {"product", "metadata"} and all(outcome.commits.values())
+    assert not ran.exists()

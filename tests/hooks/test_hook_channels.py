@@ -1,0 +1,102 @@
+# ruff: noqa: F811 — `repo` is the fixture of test_hook_policy, imported for its tests
+"""No unhooked channels (issue #17, item 2): an interactive shell or REPL, and a command whose
+program is computed at run time, are denied with a reason that says what to do instead; the
+benign forms of the same programs stay allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ..support.hooks import check
+
+INTERACTIVE = ("starts an interactive {what}; what is typed into it later never reaches this "
+               "hook, so it is denied: run each command directly (e.g. `bash -c '…'`, "
+               "`python3 script.py`, `psql -c '…'`)")
+COMPUTED = ("`{cmd}`: the program is computed at run time, so the hook cannot check what runs; "
+            "write the command literally")
+
+DENIED = {
+    "bash": ("bash", INTERACTIVE.format(what="shell")),
+    "bash -i": ("bash -i", INTERACTIVE.format(what="shell")),
+    "bash -l": ("bash -l", INTERACTIVE.format(what="shell")),
+    "sh": ("sh", INTERACTIVE.format(what="shell")),
+    "zsh": ("zsh", INTERACTIVE.format(what="shell")),
+    "dash": ("dash", INTERACTIVE.format(what="shell")),
+    "fish": ("fish", INTERACTIVE.format(what="shell")),
+    "pwsh": ("pwsh", INTERACTIVE.format(what="shell")),
+    "python": ("python", INTERACTIVE.format(what="interpreter")),
+    "python3": ("python3", INTERACTIVE.format(what="interpreter")),
+    "python3 -i script": ("python3 -i tools/x.py", INTERACTIVE.format(what="interpreter")),
+    "node": ("node", INTERACTIVE.format(what="interpreter")),
+    "psql": ("psql", INTERACTIVE.format(what="database shell")),
+    "psql to a database": ("psql -h db -U app orders", INTERACTIVE.format(what="database shell")),
+    "mysql": ("mysql -u root orders", INTERACTIVE.format(what="database shell")),
+    "sqlite3 on a file": ("sqlite3 app.db", INTERACTIVE.format(what="database shell")),
+    "dotnet fsi": ("dotnet fsi", INTERACTIVE.format(what="F# interpreter")),
+    "xargs on the terminal": ("xargs git", "builds commands from what is typed into it later, "
+                              "which never reaches this hook; pipe it a known input or run the "
+                              "commands directly"),
+}
+COMPUTED_CASES = {
+    "substituted program": "$(echo git) push --force origin HEAD:refs/heads/x",
+    "backticked program": "`echo git` push --force origin HEAD:refs/heads/x",
+    "unknown variable": "$GIT push --force origin HEAD:refs/heads/x",
+    "eval of a variable": 'eval "$CMD"',
+    "sh -c of a variable": 'sh -c "$CMD"',
+    "xargs building the verb from unseen input": "cat cmds.txt | xargs -I R R --force",
+}
+ALLOWED = {
+    "a script": "bash scripts/build.sh",
+    "bash -c": "bash -c 'dotnet test'",
+    "a heredoc into a shell": "bash <<'EOF'\ndotnet build\nEOF",
+    "SQL on stdin": "echo 'SELECT 1' | psql orders",
+    "psql -c": "psql -h db orders -c 'SELECT 1'",
+    "mysql -e": "mysql -u root orders -e 'SELECT 1'",
+    "sqlite3 with SQL": "sqlite3 app.db 'SELECT 1'",
+    "a python script": "python3 tools/report.py",
+    "a python module": "python3 -m pytest -q",
+    "python version": "python3 --version",
+    "node script": "node build.js",
+    "an F# script": "dotnet fsi build.fsx",
+    "a program under HOME": "$HOME/bin/tool --help",
+    "a variable set in the command": "X=git; $X status",
+    "xargs with a literal program": "find . -name '*.cs' | xargs grep -n TODO",
+    "xargs with a literal program and a replace string": "ls | xargs -I{} echo {}",
+    "a substitution as an argument": 'echo "$(git rev-parse HEAD)"',
+}
+
+
+@pytest.mark.parametrize(("command", "reason"), DENIED.values(), ids=DENIED.keys())
+def test_an_interactive_shell_or_repl_is_denied_with_what_to_do_instead(
+        repo: Path, command: str, reason: str) -> None:  # noqa: F811
+    assert check(repo, command) == f"`{command}` {reason}"
+
+
+@pytest.mark.parametrize("command", COMPUTED_CASES.values(), ids=COMPUTED_CASES.keys())
+def test_a_program_computed_at_run_time_is_denied_and_told_to_write_it_literally(
+        repo: Path, command: str) -> None:  # noqa: F811
+    reason = check(repo, command)
+    assert reason is not None and reason.endswith(
+        ": the program is computed at run time, so the hook cannot check what runs; write the "
+        "command literally"), reason
+
+
+def test_the_computed_program_reason_names_the_command(repo: Path) -> None:  # noqa: F811
+    command = "$(echo git) push --force origin HEAD:refs/heads/x"
+    assert check(repo, command) == COMPUTED.format(cmd=command)
+
+
+def test_wrappers_and_xargs_do_not_hide_a_shell_or_the_verb_they_build(
+        repo: Path) -> None:  # noqa: F811
+    assert check(repo, "env bash") == f"`bash` {INTERACTIVE.format(what='shell')}"
+    assert check(repo, "echo git | xargs -I{} {} push --force origin HEAD:refs/heads/x") == (
+        "`git push --force origin HEAD:refs/heads/x` force-pushes (`--force`), which rewrites "
+        "remote history; push new commits without force, e.g. `git push origin feat-x`")
+
+
+@pytest.mark.parametrize("command", ALLOWED.values(), ids=ALLOWED.keys())
+def test_the_benign_forms_of_the_same_programs_stay_allowed(repo: Path,
+                                                            command: str) -> None:  # noqa: F811
+    assert check(repo, command) is None
