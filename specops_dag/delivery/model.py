@@ -98,6 +98,35 @@ class Usage(Model):
 METADATA_PENDING = "pending"  # commits.metadata between completion and the metadata commit
 
 
+class ValidationRecord(Model):
+    """An attempt's validation verdict as its step keeps it: `validation.dotnet.ValidationReport`
+    as data (the same fields, in order; a test holds them equal)."""
+
+    passed: bool
+    mode: str
+    stage: str
+    message: str
+    command: str | None = None
+    exit_code: int | None = None
+    total: int = 0
+    executed: int = 0
+    passed_tests: int = 0
+    failed: int = 0
+    skipped: int = 0
+    failing_tests: list[str] = []
+    logs: list[str] = []
+    tail: str = ""
+    target_found: bool = True
+    notes: list[str] = []
+    blame: str = "attempt"
+    judge: str = "absolute"
+    sdk_version: str | None = None
+    commands: list[dict] = []  # every dotnet call: command, stage, exit code, duration
+    projects: list[dict] = []  # TRX totals per test project, failed and skipped names
+    warnings: list[str] = []  # build warnings seen (regressions judge), repo-relative
+    baseline: dict | None = None  # base and attempt side by side (regressions judge)
+
+
 class Step(Model):
     step: int
     name: str
@@ -121,7 +150,7 @@ class Step(Model):
     summary: str | None = None
     base_commit: str | None = None
     commits: dict[str, str | None] = {}  # product / metadata SHAs of the completing attempt
-    validation_report: dict | None = None
+    validation_report: ValidationRecord | None = None
     reviews: list[dict] = []  # evaluator rounds: round, verdict, reason, scores, report path
     gates: list[str] = []
     owner: Owner | None = None

@@ -18,7 +18,14 @@ from specops_dag.agent.prompt import assemble_prompt
 from specops_dag.delivery.budget import budget_spent
 from specops_dag.delivery.gates import RISK_FILE, WAITING, block_reason, raise_risk
 from specops_dag.delivery.lifecycle import current_owner, snapshot_catalog, target_path, workdir
-from specops_dag.delivery.model import METADATA_PENDING, Delivery, FileRef, Step, Usage
+from specops_dag.delivery.model import (
+    METADATA_PENDING,
+    Delivery,
+    FileRef,
+    Step,
+    Usage,
+    ValidationRecord,
+)
 from specops_dag.delivery.queries import (
     closed_gates,
     delivery_tokens,
@@ -227,7 +234,9 @@ def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
     name, d = step.name, state.phase
     if step.status == "completed":
         return StepOutcome("reused", name, "completed earlier; not re-run", step.attempts,
-                           handoff=step.handoff, validation=step.validation_report,
+                           handoff=step.handoff,
+                           validation=(step.validation_report.model_dump()
+                                       if step.validation_report else None),
                            drift=tuple(step_drift(store.root, step)), commits=step.commits,
                            tokens=token_totals(state, name, None),
                            review=step.reviews[-1] if step.reviews else None)
@@ -317,7 +326,7 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
         if result.review_usage is not None:
             step.usage.append(result.review_usage)
         if result.validation is not None:
-            step.validation_report = result.validation.as_metadata()
+            step.validation_report = ValidationRecord(**result.validation.as_metadata())
         if result.preparation is not None:
             step.preparation = result.preparation
         if result.preflight is not None:

@@ -242,3 +242,15 @@ def test_a_corrupt_delivery_list_is_refused_with_its_exact_error(diamond_root: P
     assert err.value.message == (
         "phases/index.json: not valid JSON (Expecting property name enclosed in double quotes: "
         "line 1 column 2 (char 1)); restore it from git")
+
+
+def test_a_validation_record_has_exactly_the_fields_of_a_validation_report_in_order() -> None:
+    import dataclasses
+
+    from specops_dag.delivery.model import ValidationRecord
+    from specops_dag.validation.dotnet import ValidationReport
+
+    assert list(ValidationRecord.model_fields) == [
+        f.name for f in dataclasses.fields(ValidationReport)]
+    report = ValidationReport(False, "full", "test", "1 failed", failing_tests=("T.a",))
+    assert ValidationRecord(**report.as_metadata()).model_dump() == report.as_metadata()

@@ -74,7 +74,7 @@ def test_a_run_killed_during_validation_resumes_within_the_budget(
     state = Store(root).read("d1")
     assert [(s.name, s.status, s.attempts) for s in state.steps] == [
         ("write", "completed", 2), ("review", "completed", 1)]
-    assert state.get_step("write").validation_report["stage"] == "test"
+    assert state.get_step("write").validation_report.stage == "test"
     assert state.get_step("write").summary == wrote("write", "notes.md", f"{root}/phases")
     assert [a[-1]["literal"]["action"] for a in attempts(tmp_path, "write")] == ["done", "done"]
 

@@ -84,7 +84,7 @@ def test_the_sdk_policy_in_validation_yaml_lets_the_same_base_through(tmp_path: 
     assert outcome.status == "completed", outcome.message
     step = store.read("d1").get_step("write")
     assert (step.preflight["passed"], step.preflight["sdk_version"]) == (True, "8.0.404")
-    assert step.validation_report["sdk_version"] == "8.0.404"
+    assert step.validation_report.sdk_version == "8.0.404"
 
 
 def test_the_preflight_runs_once_per_base_commit_and_shows_in_status(tmp_path: Path,
@@ -162,7 +162,7 @@ def test_a_pre_existing_warning_blocks_under_absolute_and_is_the_baseline_under_
         "base: 1 new warning(s): src/Calc/Calculator.cs: warning CS0219:")
     assert second.status == "completed", second.message
     report = store.read("d1").get_step("write").validation_report
-    assert report["baseline"]["warnings"] == {
+    assert report.baseline["warnings"] == {
         "base": ["src/Calc/Calculator.cs: warning CS0168: The variable 'e' is declared but "
                  "never used"],
         "attempt": ["src/Calc/Calculator.cs: warning CS0168: The variable 'e' is declared but "

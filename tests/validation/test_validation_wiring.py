@@ -55,7 +55,7 @@ def test_a_failed_validation_cancels_success_and_feeds_the_next_attempt(
     log = (tmp_path / "requests.jsonl").read_text()
     assert "# Previous attempt failed\\n\\nvalidation `full` failed at stage `test`" in log
     step = store.read("d1").get_step("write")
-    assert step.validation_report["failing_tests"] == [
+    assert step.validation_report.failing_tests == [
         "Calc.Tests.CalculatorTests.Subtract_ReturnsDifference"]
 
 

@@ -84,9 +84,9 @@ def assert_steps_completed(h: Harness, delivery: str, validation: dict[str, str]
         (n, "completed", 1) for n in validation]
     for step in state.steps:
         assert (step.preparation or "").startswith(RESTORED), (step.name, step.preparation)
-        report = step.validation_report or {}
-        assert (report.get("stage"), report.get("passed")) == (validation[step.name], True), (
-            step.name, report)
+        report = step.validation_report
+        assert report is not None, step.name
+        assert (report.stage, report.passed) == (validation[step.name], True), (step.name, report)
     assert h.status(delivery)["status"] == "completed"
 
 
