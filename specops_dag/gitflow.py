@@ -29,7 +29,6 @@ SCRATCH = {".lock", ".run.lock", "runs", "validation", "last-message.txt", "sess
 TRANSCRIPT = re.compile(r"step\d+-output\.json")
 
 
-
 def _git():
     """GitPython, imported on first use: loading the code location or a fast command skips it."""
     import git
@@ -247,7 +246,7 @@ def commit_product(worktree: Path, delivery: str, node: str, attempt: int) -> st
 
 
 def commit_metadata(worktree: Path, delivery_dir: Path, delivery: str, node: str,
-                    attempt: int) -> str | None:
+                    attempt: int, since: str | None = None) -> str | None:
     """Copy what changed in the delivery folder into the worktree and commit it with
     docs/phase/<d>/. Only files that are new or differ (size or mtime; copies keep the source's
     mtime) are copied and added, so a commit costs the same at the 200th node as at the first."""
@@ -261,14 +260,17 @@ def commit_metadata(worktree: Path, delivery_dir: Path, delivery: str, node: str
         _add_literal(repo, changed, force=True)  # force: a harness root's exclude names /phases/
     if not changed or repo.git.execute(["git", "diff", "--cached", "--quiet"],
                                        with_extended_output=True, with_exceptions=False)[0] == 0:
-        return made_before(repo, message)
+        return made_before(repo, message, since)
     return _commit(repo, message)
 
 
-def made_before(repo, message: str) -> str | None:
-    """The commit of `message` already on the branch — a run killed after `git commit` and
-    before the state recorded its SHA — or None when there was nothing to commit at all."""
-    return repo.git.log("-1", "--fixed-strings", f"--grep={message}", "--format=%H").strip() or None
+def made_before(repo, message: str, since: str | None) -> str | None:
+    """The commit of `message` already on the branch after `since` (the step's base commit, so a
+    reopened step's earlier run never counts) — a run killed after `git commit` and before the
+    state recorded its SHA — or None when there was nothing to commit at all."""
+    scope = [f"{since}..HEAD"] if since else []
+    return repo.git.log("-1", "--fixed-strings", f"--grep={message}", "--format=%H",
+                        *scope).strip() or None
 
 
 def sync_tree(src: Path, dest: Path) -> list[str]:

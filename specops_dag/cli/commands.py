@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from specops_dag.delivery.store import Store
 
 
-
 def fail_cleanly(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):

@@ -302,7 +302,7 @@ def commit_metadata(store: Store, delivery: str, node: str) -> None:
     step = state.get_step(node)
     try:
         sha = gitflow.commit_metadata(workdir(store, state), store.delivery_dir(delivery),
-                                      delivery, node, step.attempts)
+                                      delivery, node, step.attempts, step.base_commit)
     except _git_error() as err:  # the step is completed; the next run commits again
         raise gitflow.GitError(f"the metadata commit of `{node}` failed, the step stays "
                                f"completed and the next `specops run {delivery}` commits it: "
