@@ -86,6 +86,118 @@ def ensure_worktree(target: Path, harness_root: Path, delivery: str) -> Path:
     return path
 
 
+def node_branch(delivery: str, node: str) -> str:
+    """The branch of a node that may run beside others (`+` is in no delivery or node id)."""
+    return f"feat-{delivery}+{node}"
+
+
+def node_worktree_path(harness_root: Path, delivery: str, node: str) -> Path:
+    return (harness_root / WORKTREES / f"{delivery}+{node}").resolve()
+
+
+def ensure_node_worktree(target: Path, harness_root: Path, delivery: str, node: str,
+                         start: str) -> Path:
+    """The node's own worktree on `feat-<d>+<node>`: reused when it exists, else added on that
+    branch (a re-run after reopen goes on from the node's earlier work) or, the first time, on a
+    new branch at `start` (its upstream nodes' result)."""
+    return branch_worktree(target, node_worktree_path(harness_root, delivery, node),
+                           node_branch(delivery, node), start,
+                           f"node `{node}` of `{delivery}`")
+
+
+def branch_worktree(target: Path, path: Path, branch: str, start: str, what: str) -> Path:
+    """A worktree of `target` at `path` on `branch`: reused when it exists, else added on the
+    branch if it exists, else on a new branch at `start`."""
+    if (path / ".git").is_file():
+        return path
+    repo = _git().Repo(target)
+    try:
+        repo.git.worktree("prune")
+        if branch in repo.heads:
+            repo.git.worktree("add", str(path), branch)
+        else:
+            repo.git.worktree("add", "-b", branch, str(path), start)
+    except _git().GitCommandError as err:
+        raise WriteConflict(f"write conflict: cannot create the worktree of {what} at {path} on "
+                            f"branch {branch}: {err.stderr.strip()}") from err
+    return path
+
+
+def contains(worktree: Path, rev: str) -> bool:
+    """Is `rev` already part of the worktree's HEAD?"""
+    result = run_process(["git", "-C", str(worktree), "merge-base", "--is-ancestor", rev, "HEAD"],
+                         cwd=worktree, deadline_s=GIT_DEADLINE_S)
+    return result.exit_code == 0
+
+
+@dataclass(frozen=True)
+class MergeConflict:
+    """A merge git could not make: what was merged into which worktree, and the paths."""
+
+    rev: str
+    label: str
+    paths: list[str]
+
+
+def _merge_git(worktree: Path):
+    env = {**os.environ, "GIT_AUTHOR_NAME": "specops", "GIT_AUTHOR_EMAIL": "specops@localhost",
+           "GIT_COMMITTER_NAME": "specops", "GIT_COMMITTER_EMAIL": "specops@localhost"}
+
+    def git(*args: str):
+        return run_process(["git", "-C", str(worktree), "-c", "core.hooksPath=/dev/null",
+                            "-c", "commit.gpgsign=false", *args], cwd=worktree, env=env,
+                           deadline_s=GIT_DEADLINE_S)
+
+    return git
+
+
+def merge(worktree: Path, rev: str, label: str, message: str,
+          commit: bool = True) -> str | MergeConflict | None:
+    """Merge `rev` (called `label` in messages) into the worktree's branch with a merge commit
+    (never a silent resolution: a conflict is aborted, the tree left as it was, and returned);
+    None when `rev` is already contained. `commit=False` leaves a clean merge staged (returns
+    "") for the caller to check, then `conclude_merge` or `abort_merge`."""
+    if contains(worktree, rev):
+        return None
+    git = _merge_git(worktree)
+    done = git("merge", "--no-ff", "--no-edit", "-m", message, rev) if commit else git(
+        "merge", "--no-ff", "--no-commit", rev)
+    if done.ok:
+        return git("rev-parse", "HEAD").stdout.strip() if commit else ""
+    paths = git("diff", "--name-only", "--diff-filter=U").stdout.split()
+    git("merge", "--abort")
+    if not paths:
+        raise GitError(f"cannot merge {label} into {worktree} (`git merge` exited "
+                       f"{done.exit_code}: {(done.stderr or done.stdout).strip()})")
+    return MergeConflict(rev, label, sorted(paths))
+
+
+def conclude_merge(worktree: Path, message: str) -> str:
+    """Commit the merge `merge(commit=False)` staged; return its SHA."""
+    git = _merge_git(worktree)
+    done = git("commit", "--no-verify", "-q", "-m", message)
+    if not done.ok:
+        raise GitError(f"cannot commit the merge in {worktree} (`git commit` exited "
+                       f"{done.exit_code}: {(done.stderr or done.stdout).strip()})")
+    return git("rev-parse", "HEAD").stdout.strip()
+
+
+def abort_merge(worktree: Path) -> None:
+    """Undo a merge `merge(commit=False)` staged (or a kill left): the tree as it was before."""
+    _merge_git(worktree)("merge", "--abort")
+
+
+def merging(worktree: Path) -> str | None:
+    """The commit being merged into the worktree (its MERGE_HEAD), or None."""
+    repo = _git().Repo(worktree)
+    head = Path(repo.git_dir) / "MERGE_HEAD"
+    return head.read_text(encoding="utf-8").split()[0] if head.is_file() else None
+
+
+def merge_in_progress(worktree: Path) -> bool:
+    return merging(worktree) is not None
+
+
 def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8") if path.is_file() else ""
 

@@ -330,7 +330,7 @@ def preview(root: Path, state: Delivery, step: Step, catalog: Catalog) -> Prompt
     worktree exists, its files are read from the commit the worktree will be created from."""
     if catalog.phases[step.phase].execution.executor.kind == "command":
         return None
-    cwd = work_path(root, state)
+    cwd = work_path(root, state, step)
     target = target_of(root, state)
     if cwd.is_dir() or not is_git_target(target):
         return assemble_prompt(root, state, step, catalog, cwd)

@@ -183,9 +183,10 @@ def target_path(store: Store, state: Delivery) -> Path:
     return target_of(store.root, state)
 
 
-def workdir(store: Store, state: Delivery) -> Path:
-    """Where the agent works: the delivery's worktree once it exists, else the target itself."""
-    return work_path(store.root, state)
+def workdir(store: Store, state: Delivery, step: Step | None = None) -> Path:
+    """Where the agent of `step` works (its own worktree when it may run beside other nodes),
+    else the delivery's worktree once it exists, else the target itself."""
+    return work_path(store.root, state, step)
 
 
 def downstream_of(state: Delivery, node: str) -> list[str]:

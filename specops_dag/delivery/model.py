@@ -93,6 +93,7 @@ class Usage(Model):
     output_tokens: int = 0
     reasoning_output_tokens: int = 0
     role: Literal["generator", "evaluator"] = "generator"  # whose session (a review round's)
+    task: str | None = None  # a fan-out task's session: the task id
 
 
 METADATA_PENDING = "pending"  # commits.metadata between completion and the metadata commit
@@ -127,6 +128,34 @@ class ValidationRecord(Model):
     baseline: dict | None = None  # base and attempt side by side (regressions judge)
 
 
+TaskStatus = Literal["pending", "running", "built", "merged", "failed", "blocked"]
+
+
+class TaskRecord(Model):
+    """One task of a fan-out node (`execution.fan_out`): its own codex sessions (at most
+    MAX_ATTEMPTS calls), worktree and branch; `built` = validated on its own tree and committed
+    there, waiting for its merge into the node's tree; `merged` = in the node's tree and the
+    node's validation passed after the merge."""
+
+    id: str
+    title: str
+    needs: list[str] = []
+    paths: list[str] = []
+    tests: list[str] = []
+    status: TaskStatus = "pending"
+    attempts: int = 0
+    base_commit: str | None = None
+    branch: str | None = None
+    worktree: str | None = None
+    commits: dict[str, str | None] = {}  # product (on its branch) / merge (into the node's tree)
+    usage: list[Usage] = []
+    last_failure: str | None = None
+    error: str | None = None  # why it failed for good or is blocked
+    started_at: str | None = None
+    finished_at: str | None = None
+    duration_s: float = 0.0
+
+
 class Step(Model):
     step: int
     name: str
@@ -158,6 +187,13 @@ class Step(Model):
     delivery_handoff: str | None = None  # sha256 of docs/phase/<d>/handoff.md as it completed
     preparation: str | None = None  # what the executor did to the worktree before attempt 1
     preflight: dict | None = None  # the base tree's validation before the first agent call
+    # A node that may run beside others works in its own worktree on its own branch
+    # (`feat-<d>+<node>`, from the merge of its upstream nodes' results), merged into
+    # feat-<d> when it completes; `worktree` is set while that worktree exists.
+    worktree: str | None = None
+    branch: str | None = None
+    result_commit: str | None = None  # the commit holding this node's completed work
+    tasks: list[TaskRecord] = []  # a fan-out node's tasks, in task order
 
 
 class Event(Model):
@@ -196,6 +232,7 @@ class Delivery(Model):
     platforms: list[str] = []
     worktree: str | None = None  # relative to the harness root when inside it
     branch: str | None = None
+    base_commit: str | None = None  # feat-<d> when its worktree was made: where root nodes start
     created_at: str
     updated_at: str
     snapshot: Snapshot
@@ -264,12 +301,17 @@ class Delivery(Model):
         self.move(step, "pending", "resume")
         step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None
         step.attempts = 0
+        for task in step.tasks:  # a fan-out's failed tasks get a fresh budget; merged ones stay
+            if task.status in ("failed", "blocked"):
+                task.status, task.attempts, task.error = "pending", 0, None
 
     def reopen(self, step: Step, feedback: str | None) -> None:
         """→ pending with nothing of its last run: no handoff, commits, owner or attempts."""
         self.move(step, "pending", "reopen")
         step.handoff, step.consumed, step.commits = {}, {}, {}
         step.base_commit = step.validation_report = step.delivery_handoff = None
+        step.result_commit = None
+        step.tasks = []
         step.preparation = step.preflight = None
         step.started_at = step.completed_at = step.owner = None
         step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None

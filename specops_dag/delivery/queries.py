@@ -74,15 +74,37 @@ def is_git_target(target: Path) -> bool:
     return (target / ".git").exists()
 
 
-def work_path(root: Path, state: Delivery) -> Path:
-    """The agent's working directory: the delivery's worktree (the one its first run creates,
-    for a git target not yet run), else the plain target folder itself."""
+def work_path(root: Path, state: Delivery, step: Step | None = None) -> Path:
+    """The agent's working directory: for a git target, the worktree of `step` when it may run
+    beside other nodes (`<d>+<node>`), else the delivery's worktree (the one its first run
+    creates, for a git target not yet run); for a plain target, the folder itself."""
+    if step is not None and step.worktree:
+        return (root / step.worktree).resolve()
+    target = target_of(root, state) if not state.worktree else None
+    if target is not None and not is_git_target(target):
+        return target
+    if step is not None and runs_beside_others(state, step.name):
+        return (root / WORKTREES / f"{state.phase}+{step.name}").resolve()
     if state.worktree:
         return (root / state.worktree).resolve()
-    target = target_of(root, state)
-    if is_git_target(target):
-        return (root / WORKTREES / state.phase).resolve()
-    return target
+    return (root / WORKTREES / state.phase).resolve()
+
+
+def runs_beside_others(state: Delivery, node: str) -> bool:
+    """May `node` run at the same time as another node: is some node neither upstream nor
+    downstream of it? Such a node works in its own worktree; the others in the delivery's."""
+    needs = {s.name: s.needs for s in state.steps}
+    up, todo = set(), list(needs.get(node, []))
+    while todo:
+        name = todo.pop()
+        if name not in up:
+            up.add(name)
+            todo.extend(needs.get(name, []))
+    down = {node}
+    for step in state.steps:  # steps are in topological order
+        if down & set(step.needs):
+            down.add(step.name)
+    return len(up) + len(down) < len(needs)
 
 
 def agent_path(path: Path, cwd: Path) -> str:

@@ -93,7 +93,7 @@ def step_env(store: Store, state: Delivery, step: Step) -> dict[str, str]:
     return {**os.environ, "SPECOPS_ROOT": str(store.root.resolve()),
             "SPECOPS_DELIVERY": state.phase, "SPECOPS_NODE": step.name,
             "SPECOPS_NODE_DIR": str(folder.resolve()),
-            "SPECOPS_TARGET": str(workdir(store, state)),
+            "SPECOPS_TARGET": str(workdir(store, state, step)),
             "SPECOPS_ATTEMPT": str(step.attempts),
             "SPECOPS_INPUTS": json.dumps({k: v.model_dump() for k, v in step.consumed.items()}),
             **{k: str(v) for k, v in cache_dirs(store).items()}}
@@ -136,10 +136,10 @@ def base_check(store: Store, state: Delivery, step: Step, catalog: Catalog) -> P
     on `step` too, so this attempt's validation compares with it under `judge: regressions`."""
     if step.validation != "full" or not (step.attempts == 1 or (
             step.preflight is None and state.worktree and step.base_commit
-            and not gitflow.product_changes(workdir(store, state), since=step.base_commit))):
+            and not gitflow.product_changes(workdir(store, state, step), since=step.base_commit))):
         return None  # later attempts (or a tree already changed) use the recorded one
     folder = node_dir(store, state.phase, step.name)
-    checked = run_preflight(workdir(store, state), step.base_commit,
+    checked = run_preflight(workdir(store, state, step), step.base_commit,
                             layout_of(catalog, state, step), preflight_cache(store),
                             folder / "validation" / "preflight", step_env(store, state, step))
     step.preflight = checked.record
@@ -153,7 +153,7 @@ def run_command_attempt(store: Store, state: Delivery, step: Step,
     env = step_env(store, state, step)
     argv = list(executor.argv or [])
     timeout = executor.timeout_s or DEFAULT_COMMAND_TIMEOUT_S
-    result = run_process(argv, cwd=workdir(store, state), env=env, deadline_s=timeout)
+    result = run_process(argv, cwd=workdir(store, state, step), env=env, deadline_s=timeout)
     secrets = secret_values(env, agent_excludes(AgentSettings.from_env()))
     write_json_atomic(node_dir(store, state.phase, step.name) / f"step{step.step}-output.json", {
         "attempt": step.attempts, "argv": argv, "exit_code": result.exit_code,
@@ -172,7 +172,7 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
     """One `codex exec` call (prompt on stdin), then the independent verification."""
     phase = catalog.phases[step.phase]
     folder = node_dir(store, state.phase, step.name)
-    target = workdir(store, state)
+    target = workdir(store, state, step)
     codex_bin = find_codex(settings, store.root)
     prompt = assemble_prompt(store.root, state, step, catalog, target)
     env = step_env(store, state, step)
@@ -295,7 +295,7 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     if spent:
         return AttemptResult(False, spent, environment=True)
     folder = node_dir(store, state.phase, step.name)
-    repo = workdir(store, state)
+    repo = workdir(store, state, step)
     round_no = step.attempts
     lines = read_list(store.root, state, step, catalog, repo) + [
         f"{agent_path(store.root / ref.path, repo)} (sha256 {ref.sha256}) — the generator's "
@@ -328,7 +328,7 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
         outcome.record["reasked"] = first.record["reason"]
     usage = outcome.usage if outcome is first else first.usage.model_copy(update={
         k: getattr(first.usage, k) + getattr(outcome.usage, k) for k in TOKEN_FIELDS})
-    record = {**outcome.record, "usage": usage.model_dump(exclude={"role", "attempt"})}
+    record = {**outcome.record, "usage": usage.model_dump(exclude={"role", "attempt", "task"})}
     evaluator_passed, evaluator_reason = record["verdict"] == "PASS", record["reason"]
     qa_failure = judge_with_qa(record, qa, store.root, repo)
     if outcome.environment:
@@ -532,7 +532,7 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
     """Exit 0 is not success by itself: required artifacts must exist, then validation must pass."""
     phase = catalog.phases[step.phase]
     folder = node_dir(store, state.phase, step.name)
-    repo = workdir(store, state)
+    repo = workdir(store, state, step)
     handoff, missing = {}, []
     for art in phase.output.artifacts:
         path = folder / art.path  # exactly where the prompt's WRITE told the agent to write

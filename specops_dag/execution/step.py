@@ -31,6 +31,7 @@ from specops_dag.delivery.queries import (
     delivery_tokens,
     is_git_target,
     owner_alive,
+    runs_beside_others,
     step_drift,
     step_tokens,
     tokens,
@@ -109,6 +110,9 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
              "validation": result.validation.as_metadata() if result.validation else None}
     if result.ok:
         after = store.read(delivery)
+        if after.get_step(node).status == "blocked":  # its merge into feat-<d> conflicted
+            return StepOutcome("blocked", node, after.get_step(node).blocked_reason or "",
+                               **extra)
         return StepOutcome("completed", node, result.message, handoff=result.handoff,
                            commits=after.get_step(node).commits,
                            tokens=token_totals(after, node, result.usage), **extra)
@@ -154,13 +158,13 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
         if not block and catalog.phases[step.phase].execution.executor.kind != "command":
             # Context paths are checked in the tree the agent will see, before any codex call
             # (raises UsageError: the transaction writes nothing).
-            assemble_prompt(store.root, state, step, catalog, workdir(store, state))
+            assemble_prompt(store.root, state, step, catalog, workdir(store, state, step))
         if block:
             state.block(step, block)
             return StepOutcome("blocked", node, block)
         state.start(step, current_owner())
         if step.attempts == 1:
-            step.base_commit = head_commit(workdir(store, state))
+            step.base_commit = head_commit(workdir(store, state, step))
         step.consumed = upstream_handoffs(state, step)
         now = {ref.path: sha256_file(store.root / ref.path) for ref in step.consumed.values()}
         changed = [f"{ref.path} (registered {ref.sha256[:12]}, now {now[ref.path][:12]})"
@@ -181,41 +185,136 @@ def _refusal(catalog: Catalog, step: Step) -> str | None:
 
 
 def prepare_worktree(store: Store, state: Delivery, step: Step) -> str | None:
-    """Create (or reuse) the delivery's feat-<d> worktree; a step starts only on a clean one.
-    Returns the write-conflict reason that blocks the step, or None."""
+    """Create (or reuse) the delivery's feat-<d> worktree and, for a node that may run beside
+    others, the node's own worktree; a step starts only on a clean tree that holds every upstream
+    node's result (merged in, never silently resolved). Returns the reason that blocks the step
+    (a write conflict, a git lock, a merge conflict), or None."""
     target = target_path(store, state)
     if not is_git_target(target):
         return None  # a plain folder: the agent works in place and nothing is committed
     try:
         if state.worktree is None:
             path = gitflow.ensure_worktree(target, store.root, state.phase)
-            root = store.root.resolve()
-            state.worktree = (path.relative_to(root).as_posix() if path.is_relative_to(root)
-                              else str(path))
+            state.worktree = _relative(store, path)
             state.branch = gitflow.branch_name(state.phase)
+            state.base_commit = gitflow.head(path)
         tree = workdir(store, state)
         if not (tree / ".git").is_file():
             return (f"the delivery's worktree {tree} is missing (deleted or moved); recreate it "
                     f"from its branch with `git -C {target} worktree prune && git -C {target} "
                     f"worktree add {tree} {state.branch or gitflow.branch_name(state.phase)}`, "
                     f"then `specops resume {state.phase} {step.name}`")
-        branch = state.branch or gitflow.branch_name(state.phase)
-        stale, held = gitflow.stale_locks(tree, branch)
-        for lock in stale:  # no process has it open: a killed git command left it
-            lock.unlink(missing_ok=True)
-            state.log("removed stale git lock", step.name, f"{lock} (no process had it open)")
+        held = _clear_stale_locks(state, step, tree, state.branch
+                                  or gitflow.branch_name(state.phase))
         if held:
-            lock = held[0]
-            return (f"git lock: {lock} exists and a process may still hold it; if no git "
-                    f"command is running in {tree}, remove it (`rm {lock}`), then `specops "
-                    f"resume {state.phase} {step.name}`")
+            return held
+        if runs_beside_others(state, step.name):
+            ups = upstream_results(state, step)
+            start = ups[0][1] if ups else (state.base_commit or gitflow.head(tree))
+            path = gitflow.ensure_node_worktree(target, store.root, state.phase, step.name, start)
+            step.worktree, step.branch = (_relative(store, path),
+                                          gitflow.node_branch(state.phase, step.name))
+            held = _clear_stale_locks(state, step, path, step.branch)
+            if held:
+                return held
+        tree = workdir(store, state, step)
+        if gitflow.merge_in_progress(tree):
+            return (f"merge in progress in {tree}: finish it (`git -C {tree} status`, fix the "
+                    f"conflicts, `git -C {tree} commit --no-edit`) or abort it (`git -C {tree} "
+                    f"merge --abort`), then `specops resume {state.phase} {step.name}`")
         if step.attempts == 0 and step.started_at is None:  # a fresh start needs a clean tree
-            gitflow.check_clean(workdir(store, state), state.phase, step.name)
-        elif step.attempts == 0 and (left := gitflow.product_changes(workdir(store, state))):
+            gitflow.check_clean(tree, state.phase, step.name)
+        elif step.attempts == 0 and (left := gitflow.product_changes(tree)):
             # resumed: it goes on from what its earlier attempts left, and says so
             state.log("resumed on leftover changes", step.name, ", ".join(left[:10]))
+        return merge_upstreams(state, step, tree)
     except WriteConflict as err:
         return err.message
+    except gitflow.GitError as err:
+        return f"{err.message}; fix it, then `specops resume {state.phase} {step.name}`"
+
+
+def _relative(store: Store, path: Path) -> str:
+    root = store.root.resolve()
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+
+
+def _clear_stale_locks(state: Delivery, step: Step, tree: Path, branch: str) -> str | None:
+    stale, held = gitflow.stale_locks(tree, branch)
+    for lock in stale:  # no process has it open: a killed git command left it
+        lock.unlink(missing_ok=True)
+        state.log("removed stale git lock", step.name, f"{lock} (no process had it open)")
+    if held:
+        lock = held[0]
+        return (f"git lock: {lock} exists and a process may still hold it; if no git "
+                f"command is running in {tree}, remove it (`rm {lock}`), then `specops "
+                f"resume {state.phase} {step.name}`")
+    return None
+
+
+def result_of(step: Step) -> str | None:
+    """The commit holding a completed step's work (older states: its last commit)."""
+    metadata = step.commits.get("metadata")
+    return (step.result_commit or (metadata if metadata != METADATA_PENDING else None)
+            or step.commits.get("product"))
+
+
+def upstream_results(state: Delivery, step: Step) -> list[tuple[str, str]]:
+    """(upstream node, its result commit) in needs order, for those that made one."""
+    return [(n, rev) for n in step.needs if (rev := result_of(state.get_step(n)))]
+
+
+def merge_upstreams(state: Delivery, step: Step, tree: Path) -> str | None:
+    """Merge every upstream result the tree does not hold yet, in needs order; a conflict is
+    aborted and blocks this node (never its siblings) with the paths and the commands."""
+    d = state.phase
+    for upstream, rev in upstream_results(state, step):
+        label = state.get_step(upstream).branch or f"`{upstream}`'s result {rev[:12]}"
+        merged = gitflow.merge(tree, rev, label, f"[{d}] {step.name}: merge {upstream} "
+                               f"({label})")
+        if isinstance(merged, gitflow.MergeConflict):
+            paths = ", ".join(merged.paths)
+            return (f"merge conflict: merging `{upstream}` ({label}) into the tree of "
+                    f"`{step.name}` ({tree}) conflicts on {paths}; the merge was aborted and "
+                    f"nothing was resolved. Resolve it by hand: `git -C {tree} merge {rev}`, fix "
+                    f"{paths}, `git -C {tree} commit --no-edit`, then `specops resume {d} "
+                    f"{step.name}`")
+        if merged:
+            state.log("merged upstream", step.name, f"{label} ({merged[:12]})")
+    return None
+
+
+def integrate(store: Store, state: Delivery, step: Step) -> str | None:
+    """A node that worked in its own worktree lands in feat-<d>: its delivery handoff files are
+    copied over, its branch merged (a merge commit), its worktree removed (the branch stays). A
+    conflict with a sibling's work is left to the downstream nodes, which start from the merge of
+    their upstream nodes and are blocked there with the paths; a node with no downstream node is
+    blocked itself. Returns that block reason, or None."""
+    d, node = state.phase, step.name
+    tree, delivery_tree = workdir(store, state, step), workdir(store, state)
+    docs = tree / "docs" / "phase" / d
+    if docs.is_dir():
+        gitflow.sync_tree(docs, delivery_tree / "docs" / "phase" / d)
+    step.result_commit = gitflow.head(tree)
+    merged = gitflow.merge(delivery_tree, step.result_commit, step.branch or "",
+                           f"[{d}] merge {step.branch}: {node} attempt {step.attempts}")
+    if isinstance(merged, gitflow.MergeConflict):
+        paths = ", ".join(merged.paths)
+        if any(node in s.needs for s in state.steps):
+            state.log("merge deferred", node, f"{step.branch} conflicts with {state.branch} on "
+                      f"{paths}; the nodes downstream start from the merge of their upstream "
+                      "nodes and meet the conflict there")
+            step.commits["merge"] = None
+        else:
+            return (f"merge conflict: merging {step.branch} into {state.branch} "
+                    f"({delivery_tree}) conflicts on {paths}; the merge was aborted and "
+                    f"nothing was resolved. Resolve it by hand: `git -C {delivery_tree} merge "
+                    f"{step.branch}`, fix {paths}, `git -C {delivery_tree} commit --no-edit`, "
+                    f"then `specops resume {d} {node}`")
+    else:
+        step.commits["merge"] = merged
+    gitflow.remove_worktree(target_path(store, state), tree)
+    step.worktree = None
     return None
 
 
@@ -296,19 +395,22 @@ def finish_attempt(store: Store, delivery: str, node: str, result: AttemptResult
 
 
 def commit_metadata(store: Store, delivery: str, node: str) -> None:
-    state = store.read(delivery)
-    if not state.worktree:
-        return
-    step = state.get_step(node)
-    try:
-        sha = gitflow.commit_metadata(workdir(store, state), store.delivery_dir(delivery),
-                                      delivery, node, step.attempts, step.base_commit)
-    except _git_error() as err:  # the step is completed; the next run commits again
-        raise gitflow.GitError(f"the metadata commit of `{node}` failed, the step stays "
-                               f"completed and the next `specops run {delivery}` commits it: "
-                               f"{err}") from err
+    """The step's metadata commit on feat-<d>, under the delivery lock: nodes running at once
+    merge into and commit on the one delivery worktree in turn."""
     with store.transaction(delivery) as state:
-        state.get_step(node).commits["metadata"] = sha
+        if not state.worktree:
+            return
+        step = state.get_step(node)
+        tree = workdir(store, state)
+        try:
+            sha = gitflow.commit_metadata(tree, store.delivery_dir(delivery), delivery, node,
+                                          step.attempts, step.base_commit)
+        except _git_error() as err:  # the step is completed; the next run commits again
+            raise gitflow.GitError(f"the metadata commit of `{node}` failed, the step stays "
+                                   f"completed and the next `specops run {delivery}` commits "
+                                   f"it: {err}") from err
+        step.commits["metadata"] = sha
+        step.result_commit = step.result_commit or gitflow.head(tree)
         state.log("metadata committed", node, sha or "nothing to commit")
 
 
@@ -337,13 +439,18 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
             risk = store.delivery_dir(delivery) / node / RISK_FILE
             if risk.is_file():
                 raise_risk(state, node, risk.relative_to(store.root).as_posix())
+            tree = workdir(store, state, step)
+            handoff = tree / "docs" / "phase" / delivery / "handoff.md"
+            delivery_handoff = sha256_file(handoff) if handoff.is_file() else None
             if state.worktree:  # product first, so its SHA is in the metadata commit's state
                 step.commits = {"product": gitflow.commit_product(
-                    workdir(store, state), delivery, node, step.attempts),
-                    "metadata": METADATA_PENDING}
-            handoff = workdir(store, state) / "docs" / "phase" / delivery / "handoff.md"
-            state.complete(step, result.handoff, result.message,
-                           sha256_file(handoff) if handoff.is_file() else None)
+                    tree, delivery, node, step.attempts), "metadata": METADATA_PENDING}
+                conflict = integrate(store, state, step) if step.worktree else None
+                if conflict:
+                    step.commits = {}
+                    state.block(step, conflict)
+                    return False
+            state.complete(step, result.handoff, result.message, delivery_handoff)
         elif result.environment:
             state.block(step, result.summary)
         elif final:

@@ -246,7 +246,7 @@ def _state_context(event: str, env: dict[str, str]) -> str | None:
         return f"<workflow-state>\n{bound}\n</workflow-state>"
     state, step = bound
     catalog = snapshot_catalog(store, state)
-    at = Paths(store.root, work_path(store.root, state), env.get("SPECOPS_REVIEW_PHASE"))
+    at = Paths(store.root, work_path(store.root, state, step), env.get("SPECOPS_REVIEW_PHASE"))
     first = ("recovery-index", recovery_index(store, state, step, catalog, at)) \
         if event == "session-start" else ("workflow-state", workflow_state(store, state, step,
                                                                            catalog, at))

@@ -46,8 +46,18 @@ def test_each_step_lands_as_a_product_commit_and_a_metadata_commit_on_its_branch
     assert repo.commit(a.commits["metadata"]).message == "[d1] a attempt 1: metadata\n"
     d = state.get_step("d")
     assert commit_paths(repo, d.commits["product"]) == ["src/d.txt"]
-    log = repo.git.log("feat-d1", "--format=%s").splitlines()
-    assert len(log) == 9 and log[-1] == "initial"
+    # b and c may run at once: each on its own branch from a's result, merged into feat-d1
+    b, c = state.get_step("b"), state.get_step("c")
+    assert (b.branch, c.branch, b.worktree, c.worktree) == ("feat-d1+b", "feat-d1+c", None, None)
+    assert commit_paths(repo, b.commits["product"]) == ["src/b.txt"]
+    assert commit_paths(repo, c.commits["product"]) == ["src/c.txt"]
+    assert repo.commit(b.commits["product"]).parents[0].hexsha == a.commits["metadata"]
+    assert repo.git.log("feat-d1", "--first-parent", "--format=%s").splitlines() == [
+        "[d1] d attempt 1: metadata", "[d1] d attempt 1: product changes",
+        "[d1] c attempt 1: metadata", "[d1] merge feat-d1+c: c attempt 1",
+        "[d1] b attempt 1: metadata", "[d1] merge feat-d1+b: b attempt 1",
+        "[d1] a attempt 1: metadata", "[d1] a attempt 1: product changes", "initial"]
+    assert not (root / ".specops/worktrees/d1+b").exists()  # removed; the branch stays
     # The user's checkout is untouched: same branch, same commit, clean.
     assert (repo.active_branch.name, repo.head.commit.hexsha) == ("main", main_before)
     assert not repo.is_dirty()
@@ -60,15 +70,15 @@ def test_a_dirty_worktree_blocks_the_next_step_as_a_write_conflict(tmp_path: Pat
                                                                    calls: Path) -> None:
     root, _ = git_harness(tmp_path)
     store = new(root)
-    assert run_step(store, "d1", "a").status == "completed"
+    assert [run_step(store, "d1", n).status for n in "abc"] == ["completed"] * 3
     (root / ".specops/worktrees/d1/src/stray.cs").write_text("class Stray {}\n")
-    outcome = run_step(store, "d1", "b")
+    outcome = run_step(store, "d1", "d")
     worktree = (root / ".specops/worktrees/d1").resolve()
     assert (outcome.status, outcome.message) == (
         "blocked", f"write conflict: the worktree {worktree} of `d1` has uncommitted changes "
-                   "(src/stray.cs); commit or discard them yourself, then `specops resume d1 b`")
+                   "(src/stray.cs); commit or discard them yourself, then `specops resume d1 d`")
     assert (root / ".specops/worktrees/d1/src/stray.cs").exists()  # never a silent reset
-    assert store.read("d1").get_step("b").status == "blocked"
+    assert store.read("d1").get_step("d").status == "blocked"
 
 
 @pytest.mark.e2e
