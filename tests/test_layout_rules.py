@@ -41,7 +41,8 @@ THIRD_PARTY: dict[str, set[str]] = {  # beyond the standard library
     "cli": {"click", "pydantic", "yaml", "psutil", "git"},
     "definitions": set(),
 }
-STDLIB_ONLY = {"hooks/policy.py", "hooks/shell.py", "hooks/tdd.py", "hooks/guard.py"}
+STDLIB_ONLY = {"hooks/walk.py", "hooks/rules.py", "hooks/patch.py", "hooks/shell.py", "hooks/tdd.py",
+               "hooks/guard.py"}
 
 
 def unit_of(path: Path) -> str:

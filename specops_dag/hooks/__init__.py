@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from specops_dag.delivery.model import Delivery, Step
     from specops_dag.delivery.store import Store
-    from specops_dag.hooks.policy import Walk
+    from specops_dag.hooks.walk import Walk
     from specops_dag.workflow.catalog import Catalog
 
 EVENTS = {"pre-tool-use": "PreToolUse", "session-start": "SessionStart",
@@ -70,7 +70,7 @@ def check_tool_call(env: dict[str, str]) -> str | None:
 def cache_bytecode() -> None:
     """PYTHONDONTWRITEBYTECODE (common in containers) would recompile this hook's ~1,400 lines on
     every tool call, which costs more than the interpreter's start-up: write their bytecode."""
-    sys.dont_write_bytecode = False  # for policy and tdd, imported next
+    sys.dont_write_bytecode = False  # for walk, rules, patch and tdd, imported next
     cached = getattr(globals().get("__spec__"), "cached", None)
     if not isinstance(cached, str):
         return
@@ -89,7 +89,7 @@ def cache_bytecode() -> None:
 
 def _check(raw: bytes, env: dict[str, str]) -> str | None:
     cache_bytecode()
-    from specops_dag.hooks import policy
+    from specops_dag.hooks import walk as walker
 
     try:
         payload = json.loads(raw)
@@ -118,10 +118,10 @@ def _check(raw: bytes, env: dict[str, str]) -> str | None:
         here = os.path.normpath(os.path.join(here, workdir))
     repo = repository_root(here, env)
     if payload.get("tool_name") == "apply_patch" or command.lstrip().startswith("*** Begin Patch"):
-        walk = policy.Walk(repo, env, here)
+        walk = walker.Walk(repo, env, here)
         walk.record_patch(command)
     else:
-        walk = policy.inspect(command, repo, env, here)
+        walk = walker.inspect(command, repo, env, here)
     return walk.reason or tdd_reason(walk, env)
 
 

@@ -85,13 +85,13 @@ def test_an_exception_anywhere_in_pre_tool_use_is_a_deny(monkeypatch: pytest.Mon
 
 def test_a_check_that_runs_out_of_its_time_is_denied(monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture) -> None:
-    from specops_dag.hooks import policy
+    from specops_dag.hooks import walk
 
     def slow(command: str, repo: str, env: dict, cwd: str | None = None) -> None:
         time.sleep(5)
 
     monkeypatch.setattr(hook, "PRE_TOOL_BUDGET_S", 0.3)
-    monkeypatch.setattr(policy, "inspect", slow)
+    monkeypatch.setattr(walk, "inspect", slow)
     monkeypatch.setattr(sys, "stdin", type("In", (), {"buffer": type("B", (), {
         "read": staticmethod(lambda: json.dumps(PUSH).encode())})()})())
     started = time.monotonic()

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specops_dag import hooks as hook
-from specops_dag.hooks import policy
+from specops_dag.hooks import walk
 
 from ..support.harness import REPO, VENV_BIN
 from ..support.hooks import SPECOPS_VARS, call, check, denial, payload
@@ -333,7 +333,7 @@ def test_an_internal_error_denies_the_call(repo: Path, monkeypatch) -> None:
     def broken(*args):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(policy, "inspect", broken)
+    monkeypatch.setattr(walk, "inspect", broken)
     assert check(repo, "ls") == ("specops hook pre-tool-use could not check this call "
                                  "(RuntimeError: boom), so it is denied; retry with a simpler "
                                  "command")
@@ -348,7 +348,7 @@ def test_the_hook_works_where_its_bytecode_cannot_be_written(repo: Path, monkeyp
 
 
 def test_a_command_over_the_size_limit_is_denied(repo: Path) -> None:
-    assert check(repo, "#" * (policy.MAX_COMMAND + 1)) == (
+    assert check(repo, "#" * (walk.MAX_COMMAND + 1)) == (
         "the command is 200,001 characters long, more than the 200,000 the hook checks; "
         "split it, or write file contents with apply_patch")
 
@@ -421,7 +421,7 @@ def test_arbitrary_commands_never_crash_the_hook(command: str) -> None:
 
 @settings(max_examples=10, deadline=None)
 @given(st.text(alphabet="$()`'\"\\;|&<> \nab", min_size=1, max_size=300),
-       st.integers(min_value=10_000, max_value=policy.MAX_COMMAND))
+       st.integers(min_value=10_000, max_value=walk.MAX_COMMAND))
 def test_huge_random_commands_never_crash_the_hook(chunk: str, size: int) -> None:
     command = (chunk * (size // len(chunk) + 1))[:size]
     assert_well_formed(payload(command, tool="Bash"))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from specops_dag.hooks import patch as patches
 from specops_dag.hooks import tdd
 
 from ..support.hooks import SPECOPS_VARS, call, denial, payload
@@ -289,5 +290,5 @@ def test_the_test_folders_are_walked_once_per_call(repo: Path, monkeypatch) -> N
 def test_patch_changes_reads_adds_updates_moves_and_deletes() -> None:
     text = patch("*** Add File: a.cs", "+one", "+two", "*** Update File: b.cs",
                  "*** Move to: c.cs", "@@", " ctx", "-old", "+new", "*** Delete File: d.cs")
-    assert tdd.patch_changes(text) == [("add", "a.cs", "one\ntwo"), ("delete", "b.cs", ""),
+    assert patches.patch_changes(text) == [("add", "a.cs", "one\ntwo"), ("delete", "b.cs", ""),
                                        ("update", "c.cs", "new"), ("delete", "d.cs", "")]
