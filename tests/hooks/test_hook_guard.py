@@ -15,6 +15,7 @@ import pytest
 
 from specops_dag import hooks as hook
 from specops_dag.agent import codex
+from specops_dag.hooks import context, pre_tool_use
 from specops_dag.hooks import guard as hook_guard
 
 PUSH = {"hook_event_name": "PreToolUse", "tool_name": "Bash",
@@ -90,7 +91,7 @@ def test_a_check_that_runs_out_of_its_time_is_denied(monkeypatch: pytest.MonkeyP
     def slow(command: str, repo: str, env: dict, cwd: str | None = None) -> None:
         time.sleep(5)
 
-    monkeypatch.setattr(hook, "PRE_TOOL_BUDGET_S", 0.3)
+    monkeypatch.setattr(pre_tool_use, "PRE_TOOL_BUDGET_S", 0.3)
     monkeypatch.setattr(walk, "inspect", slow)
     monkeypatch.setattr(sys, "stdin", type("In", (), {"buffer": type("B", (), {
         "read": staticmethod(lambda: json.dumps(PUSH).encode())})()})())
@@ -106,9 +107,9 @@ def test_a_check_that_runs_out_of_its_time_is_denied(monkeypatch: pytest.MonkeyP
 
 def test_codexs_timeout_of_each_hook_is_longer_than_the_hooks_own_deadline() -> None:
     timeouts = {event: timeout for _, event, timeout in codex.HOOKS}
-    assert timeouts["pre-tool-use"] > hook.PRE_TOOL_BUDGET_S
-    assert timeouts["session-start"] > hook.BUDGET_S
-    assert timeouts["user-prompt-submit"] > hook.BUDGET_S
+    assert timeouts["pre-tool-use"] > pre_tool_use.PRE_TOOL_BUDGET_S
+    assert timeouts["session-start"] > context.BUDGET_S
+    assert timeouts["user-prompt-submit"] > context.BUDGET_S
 
 
 def origin_world(tmp_path: Path) -> tuple[Path, Path]:

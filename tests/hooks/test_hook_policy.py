@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specops_dag import hooks as hook
-from specops_dag.hooks import walk
+from specops_dag.hooks import pre_tool_use, walk
 
 from ..support.harness import REPO, VENV_BIN
 from ..support.hooks import SPECOPS_VARS, call, check, denial, payload
@@ -340,9 +340,10 @@ def test_an_internal_error_denies_the_call(repo: Path, monkeypatch) -> None:
 
 
 def test_the_hook_works_where_its_bytecode_cannot_be_written(repo: Path, monkeypatch) -> None:
-    spec = copy.copy(hook.__spec__)
-    spec.cached = "/proc/specops/__pycache__/hook.cpython-311.pyc"
-    monkeypatch.setattr(hook, "__spec__", spec)
+    for module in (hook, pre_tool_use):
+        spec = copy.copy(module.__spec__)
+        spec.cached = "/proc/specops/__pycache__/hook.cpython-311.pyc"
+        monkeypatch.setattr(module, "__spec__", spec)
     assert check(repo, "git push --force") is not None
     assert check(repo, "dotnet test") is None
 
