@@ -1,4 +1,4 @@
-"""`specops hook session-start` / `user-prompt-submit`: the injected workflow state, its caps and
+"""`specops hook session-start` / `user-prompt-submit` (`hooks/context.py`): the injected workflow state, its caps and
 overflow file, delivery binding, fail-open behaviour, and that no hook changes the state."""
 
 from __future__ import annotations
