@@ -1,7 +1,9 @@
 """The dependency rule of the package layout (README "Code map"), as an AST check over every
 module of `specops_dag`, function-local imports included: each package imports only the packages
 its row allows, Dagster only in the Dagster adapter, click only in the CLI, and the level-0
-modules and the pre-tool-use hook only the standard library."""
+modules and the pre-tool-use hook only the standard library; inside `hooks/`, the pre-tool-use
+modules import only each other (and `errors`), the state hooks (`context`) only the delivery,
+workflow and `agent.prompt` modules."""
 
 from __future__ import annotations
 
@@ -41,7 +43,21 @@ THIRD_PARTY: dict[str, set[str]] = {  # beyond the standard library
     "cli": {"click", "pydantic", "yaml", "psutil", "git"},
     "definitions": set(),
 }
-STDLIB_ONLY = {"hooks/policy.py", "hooks/shell.py", "hooks/tdd.py", "hooks/guard.py"}
+# The pre-tool-use hook runs on every agent tool call and fails closed: its modules import the
+# standard library, each other and the package's `main`/`Deadline` only. A hooks module the table
+# does not name is held to that rule too.
+PRE_TOOL_USE = {"pre_tool_use", "shell", "walk", "rules", "patch", "tdd"}
+PRE_TOOL_USE_IMPORTS = {"specops_dag.hooks", *(f"specops_dag.hooks.{m}" for m in PRE_TOOL_USE)}
+HOOKS: dict[str, set[str]] = {  # hooks/ module -> the specops_dag modules (or packages) it may import
+    **{f"hooks/{m}.py": PRE_TOOL_USE_IMPORTS for m in PRE_TOOL_USE},
+    "hooks/tdd.py": PRE_TOOL_USE_IMPORTS | {"specops_dag.errors"},  # ConfigError is a UsageError
+    "hooks/__init__.py": {"specops_dag.hooks.pre_tool_use", "specops_dag.hooks.context"},
+    "hooks/__main__.py": {"specops_dag.hooks"},
+    "hooks/guard.py": {"specops_dag.hooks"},
+    "hooks/context.py": {"specops_dag.hooks", "specops_dag.delivery", "specops_dag.workflow",
+                         "specops_dag.agent.prompt", *(f"specops_dag.{m}" for m in LEVEL0)},
+}
+STDLIB_ONLY = {rel for rel in HOOKS if rel != "hooks/context.py"}
 
 
 def unit_of(path: Path) -> str:
@@ -70,9 +86,26 @@ def imports(path: Path) -> list[tuple[int, str, bool]]:
                 name = node.module or ""
             if name == "specops_dag":  # `from specops_dag import gitflow`
                 found += [(node.lineno, f"specops_dag.{a.name}", top) for a in node.names]
+            elif name == "specops_dag.hooks":  # `from specops_dag.hooks import walk`: by module
+                names = [f"{name}.{a.name}" if is_module(f"{name}.{a.name}") else name
+                         for a in node.names]
+                found += [(node.lineno, n, top) for n in dict.fromkeys(names)]
             else:
                 found.append((node.lineno, name, top))
     return found
+
+
+def is_module(name: str) -> bool:
+    path = REPO.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def hooks_allow(rel: str, name: str) -> bool:
+    """Whether the hooks module `rel` may import `name` (a module of its row in HOOKS, or one
+    inside a package of it; `specops_dag.hooks` itself only exactly)."""
+    allowed = HOOKS.get(rel, PRE_TOOL_USE_IMPORTS)
+    return name in allowed or any(name.startswith(a + ".") for a in allowed
+                                  if a != "specops_dag.hooks")
 
 
 def violations(path: Path) -> list[str]:
@@ -85,11 +118,15 @@ def violations(path: Path) -> list[str]:
             target = name.split(".")[1] if name.count(".") else "__init__"
             if target != unit and target not in ALLOWED[unit]:
                 out.append(f"{where} ({unit} may import {sorted(ALLOWED[unit]) or 'nothing'})")
+            elif unit == "hooks" and not hooks_allow(rel, name):
+                allowed = sorted(HOOKS.get(rel, PRE_TOOL_USE_IMPORTS))
+                out.append(f"{where} ({rel} may import only {', '.join(allowed)})")
             elif unit == "cli" and target == "dagster_adapter" and top_level:
                 out.append(f"{where} (the CLI imports the Dagster adapter inside the command "
                            "that needs it)")
         elif top not in sys.stdlib_module_names and top != "__future__":
-            allowed = set() if rel in STDLIB_ONLY else THIRD_PARTY.get(unit, set())
+            allowed = set() if rel in STDLIB_ONLY or unit == "hooks" and rel not in HOOKS \
+                else THIRD_PARTY.get(unit, set())
             if top not in allowed:
                 out.append(f"{where} (a third-party package {unit} may not import)")
     return out
@@ -113,6 +150,9 @@ def test_the_check_finds_a_forbidden_import_even_inside_a_function(tmp_path: Pat
     cli = PACKAGE / "cli" / "_probe_for_test.py"
     cli.write_text("from specops_dag.dagster_adapter import instance\n"
                    "def f():\n    from specops_dag.dagster_adapter import instance\n")
+    hook = PACKAGE / "hooks" / "_probe_for_test.py"  # on the pre-tool-use side by default
+    hook.write_text("from specops_dag.hooks import main, walk\n"
+                    "def f():\n    from specops_dag.hooks import context\n    import pydantic\n")
     try:
         assert violations(bad) == [
             "specops_dag/workflow/_probe_for_test.py:2: imports dagster (a third-party package "
@@ -122,9 +162,17 @@ def test_the_check_finds_a_forbidden_import_even_inside_a_function(tmp_path: Pat
         assert violations(cli) == [
             "specops_dag/cli/_probe_for_test.py:1: imports specops_dag.dagster_adapter "
             "(the CLI imports the Dagster adapter inside the command that needs it)"]
+        assert violations(hook) == [
+            "specops_dag/hooks/_probe_for_test.py:3: imports specops_dag.hooks.context "
+            "(hooks/_probe_for_test.py may import only specops_dag.hooks, "
+            "specops_dag.hooks.patch, specops_dag.hooks.pre_tool_use, specops_dag.hooks.rules, "
+            "specops_dag.hooks.shell, specops_dag.hooks.tdd, specops_dag.hooks.walk)",
+            "specops_dag/hooks/_probe_for_test.py:4: imports pydantic (a third-party package "
+            "hooks may not import)"]
     finally:
         bad.unlink()
         cli.unlink()
+        hook.unlink()
 
 
 @pytest.mark.parametrize("package", sorted(p.parent for p in PACKAGE.glob("*/__init__.py")),

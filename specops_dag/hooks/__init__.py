@@ -1,8 +1,9 @@
 """`specops hook <event>` (also `python -m specops_dag.hooks <event>`): the codex hooks of an agent
-session (DESIGN §11). `pre-tool-use` denies dangerous commands and untested C# product edits and
-fails closed; `session-start` (compact) and `user-prompt-submit` inject the delivery's workflow
-state and fail open within 4 s. Hooks never change state, never start processes, never import
-dagster or click; `pre-tool-use` imports the standard library only."""
+session (DESIGN §11), each run under its Deadline. `pre-tool-use` (`pre_tool_use`) denies
+dangerous commands and untested C# product edits and fails closed; `session-start` (compact) and
+`user-prompt-submit` (`context`) inject the delivery's workflow state and fail open. This module
+only dispatches, importing the half an event needs when it runs; hooks never change state, never
+start processes, never import dagster or click."""
 
 from __future__ import annotations
 
@@ -10,26 +11,9 @@ import json
 import os
 import sys
 
-# `typing` alone costs more than this hook's work; annotations name the state models lazily.
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from specops_dag.delivery.model import Delivery, Step
-    from specops_dag.delivery.store import Store
-    from specops_dag.hooks.policy import Walk
-    from specops_dag.workflow.catalog import Catalog
-
 EVENTS = {"pre-tool-use": "PreToolUse", "session-start": "SessionStart",
           "user-prompt-submit": "UserPromptSubmit"}
 USAGE = "usage: specops hook {pre-tool-use|session-start|user-prompt-submit} < payload.json"
-BUDGET_S = 4.0  # inside the 5 s codex timeout of the state hooks, start-up included
-PRE_TOOL_BUDGET_S = 20.0  # inside the 30 s codex timeout of pre-tool-use (codex.HOOKS)
-TOTAL_CAP = 10_000
-PREVIEW = 2_000
-SECTION_CAPS = {"workflow-state": 6_000, "skill-invocation": 4_000, "recovery-index": 6_000}
-FIELD_CAP = 500
-OVERFLOW = "hook-context.md"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,15 +23,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     event, env = args[0], dict(os.environ)
     if event == "pre-tool-use":
-        budget = Budget(PRE_TOOL_BUDGET_S)  # a check that runs out of time denies
-        budget.start()
-        try:
-            reason = check_tool_call(env)
-        finally:
-            budget.close()
+        from specops_dag.hooks.pre_tool_use import deny_reason
+
+        reason = deny_reason(env)
         output = reason and {"hookEventName": "PreToolUse", "permissionDecision": "deny",
                              "permissionDecisionReason": reason}
     else:
+        from specops_dag.hooks.context import state_context
+
         text = state_context(event, env)
         output = text and {"hookEventName": EVENTS[event], "additionalContext": text}
     if output:
@@ -56,129 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# -- pre-tool-use: fail closed -------------------------------------------------------------------
-
-def check_tool_call(env: dict[str, str]) -> str | None:
-    """The deny reason for the tool call on stdin, or None to allow it."""
-    try:
-        return _check(sys.stdin.buffer.read(), env)
-    except Exception as err:  # fail closed: a call that cannot be checked does not run
-        return (f"specops hook pre-tool-use could not check this call ({type(err).__name__}: "
-                f"{str(err)[:300]}), so it is denied; retry with a simpler command")
-
-
-def cache_bytecode() -> None:
-    """PYTHONDONTWRITEBYTECODE (common in containers) would recompile this hook's ~1,400 lines on
-    every tool call, which costs more than the interpreter's start-up: write their bytecode."""
-    sys.dont_write_bytecode = False  # for policy and tdd, imported next
-    cached = getattr(globals().get("__spec__"), "cached", None)
-    if not isinstance(cached, str):
-        return
-    try:
-        if os.stat(cached).st_mtime >= os.stat(__file__).st_mtime:
-            return
-    except OSError:
-        pass
-    import py_compile
-
-    try:
-        py_compile.compile(__file__, cached, quiet=2)
-    except OSError:  # a read-only install: it only costs time
-        pass
-
-
-def _check(raw: bytes, env: dict[str, str]) -> str | None:
-    cache_bytecode()
-    from specops_dag.hooks import policy
-
-    try:
-        payload = json.loads(raw)
-    except ValueError as err:
-        return (f"the PreToolUse payload on stdin is not JSON ({str(err)[:200]}); specops denies "
-                "calls it cannot check")
-    if not isinstance(payload, dict):
-        return "the PreToolUse payload on stdin is not a JSON object; specops denies calls it " \
-               "cannot check"
-    tool_input = payload.get("tool_input")
-    if tool_input is not None and not isinstance(tool_input, dict):
-        return "tool_input is not a JSON object; specops denies calls it cannot check"
-    command = (tool_input or {}).get("command")
-    if command is None:
-        return None  # a tool without a command (e.g. an MCP tool): nothing to check
-    if isinstance(command, list) and all(isinstance(w, str) for w in command):
-        command = " ".join("'" + w.replace("'", "'\\''") + "'" for w in command)
-    if not isinstance(command, str):
-        return (f"tool_input.command is {type(command).__name__}, not a string; specops denies "
-                "calls it cannot check")
-    cwd = payload.get("cwd")
-    here = cwd if isinstance(cwd, str) and os.path.isabs(cwd) and os.path.isdir(cwd) \
-        else os.getcwd()
-    workdir = (tool_input or {}).get("workdir")
-    if isinstance(workdir, str) and workdir:  # the call's own folder, relative to the session's
-        here = os.path.normpath(os.path.join(here, workdir))
-    repo = repository_root(here, env)
-    if payload.get("tool_name") == "apply_patch" or command.lstrip().startswith("*** Begin Patch"):
-        walk = policy.Walk(repo, env, here)
-        walk.record_patch(command)
-    else:
-        walk = policy.inspect(command, repo, env, here)
-    return walk.reason or tdd_reason(walk, env)
-
-
-def repository_root(here: str, env: dict[str, str]) -> str:
-    """The root of the repository the call works in, whatever folder it runs from: the
-    delivery's target (the agent's working directory) when the call runs inside it, else the
-    nearest folder with a `.git` (a worktree has a `.git` file), else the call's own folder."""
-    target = (env.get("SPECOPS_TARGET") or "").rstrip("/")
-    if target and (here == target or here.startswith(target + "/")):
-        return target
-    folder = here
-    while not is_repository(folder):
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return here
-        folder = parent
-    return folder
-
-
-def is_repository(folder: str) -> bool:
-    """A git work tree's root: a `.git` file (a worktree) or a `.git` folder with a HEAD."""
-    dot_git = os.path.join(folder, ".git")
-    return os.path.isfile(dot_git) or os.path.isfile(os.path.join(dot_git, "HEAD"))
-
-
-def tdd_reason(walk: Walk, env: dict[str, str]) -> str | None:
-    """Seed 001 §7: every C# product file the call edits needs a matching test file."""
-    from specops_dag.hooks import tdd
-
-    repo = walk.repo.rstrip("/") + "/"
-    written = [p[len(repo):] for p in walk.writes if p.startswith(repo)]
-    edited = [p for p in written if p.lower().endswith(".cs")]
-    if not edited:
-        return None
-    root = env.get("SPECOPS_ROOT") or walk.repo
-    try:
-        rules = tdd.load_rules(root)
-    except tdd.ConfigError as err:
-        return err.message
-    deleted = {p[len(repo):] for p in walk.deleted if p.startswith(repo)}
-    contents = {p[len(repo):]: walk.files.get(p) for p in walk.writes if p.startswith(repo)}
-    missing = tdd.missing_tests(edited, set(written), deleted, walk.repo, rules, contents)
-    if not missing:
-        return None
-    more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
-    return (f"TDD: C# product code needs a matching test file first: {'; '.join(missing[:3])}"
-            f"{more}. Write the failing test first, or list the path with a reason in "
-            f"tdd.exclude of {os.path.join(root, tdd.CONFIG)}")
-
-
-# -- session-start / user-prompt-submit: fail open -----------------------------------------------
-
 class BudgetExceeded(Exception):
-    pass
+    """A hook's Deadline ran out (the name is part of the messages the hooks print)."""
 
 
-class Budget:
+class Deadline:
     """Raises BudgetExceeded in the main thread once `seconds` have passed, until closed."""
 
     def __init__(self, seconds: float) -> None:
@@ -208,234 +73,3 @@ class Budget:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, signal.SIG_DFL if self.previous is None
                           else self.previous)
-
-
-def state_context(event: str, env: dict[str, str]) -> str | None:
-    """The text to inject for a state event; on any error a short warning instead."""
-    budget = Budget(BUDGET_S)
-    try:
-        try:
-            budget.start()
-            return _state_context(event, env)
-        finally:
-            budget.close()
-    except Exception as err:  # fail open, the budget running out included; never block
-        budget.close()
-        return (f"<workflow-state>\nspecops hook {event} could not read the workflow state "
-                f"({type(err).__name__}: {clip(str(err), 300)}). Run `specops status` (and "
-                "`specops status <delivery>`) and continue from its output; do not guess the "
-                "current step from the chat history or from other deliveries.\n"
-                "</workflow-state>")
-
-
-def _state_context(event: str, env: dict[str, str]) -> str | None:
-    raw = sys.stdin.buffer.read()
-    if event == "session-start":
-        payload = json.loads(raw) if raw.strip() else {}
-        if not isinstance(payload, dict) or payload.get("source") != "compact":
-            return None  # startup/resume/clear: the prompt carries the step
-    from pathlib import Path
-
-    from specops_dag.delivery.lifecycle import snapshot_catalog
-    from specops_dag.delivery.queries import work_path
-    from specops_dag.delivery.store import Store
-
-    store = Store(Path(env.get("SPECOPS_ROOT") or os.getcwd()))
-    bound = bind(store, env)
-    if isinstance(bound, str):
-        return f"<workflow-state>\n{bound}\n</workflow-state>"
-    state, step = bound
-    catalog = snapshot_catalog(store, state)
-    at = Paths(store.root, work_path(store.root, state, step), env.get("SPECOPS_REVIEW_PHASE"))
-    first = ("recovery-index", recovery_index(store, state, step, catalog, at)) \
-        if event == "session-start" else ("workflow-state", workflow_state(store, state, step,
-                                                                           catalog, at))
-    sections = [first, ("skill-invocation", skill_invocation(
-        state, step, catalog, at, env.get("SPECOPS_REVIEW_PHASE") or step.phase))]
-    folder = store.delivery_dir(state.phase) / step.name
-    return fit(sections, folder / OVERFLOW, at(f"phases/{state.phase}/{step.name}/{OVERFLOW}"))
-
-
-class Paths:
-    """Harness-root paths as the agent resolves them from its working directory."""
-
-    def __init__(self, root: Path, cwd: Path, review: str | None = None) -> None:
-        self.root, self.cwd = root, cwd
-        self.review = review  # the evaluator phase, in a review round's session
-
-    def __call__(self, rel: str) -> str:
-        from specops_dag.delivery.queries import agent_path
-
-        shown = agent_path(self.root / rel, self.cwd)
-        return shown + "/" if rel.endswith("/") else shown
-
-
-def bind(store: Store, env: dict[str, str]) -> tuple[Delivery, Step] | str:
-    """(state, step) of this session's delivery, or a note when it cannot be told for sure."""
-    from specops_dag.delivery.queries import delivery_id_problem
-    from specops_dag.errors import UsageError
-
-    delivery = env.get("SPECOPS_DELIVERY", "")
-    if not delivery:
-        open_ = [e.id for e in store.read_index().deliveries if e.status != "completed"]
-        if len(open_) != 1:
-            listed = (f"{len(open_)} open deliveries ({', '.join(open_[:10])})" if open_
-                      else "no open delivery")
-            return (f"No delivery is bound to this session (SPECOPS_DELIVERY is not set) and "
-                    f"phases/index.json lists {listed}. Run `specops status`, then ask the user "
-                    "which delivery to work on; do not guess.")
-        delivery = open_[0]
-    if problem := delivery_id_problem(delivery):
-        raise UsageError(f"SPECOPS_DELIVERY `{delivery}` {problem}")
-    state = store.read(delivery)
-    node = env.get("SPECOPS_NODE") if env.get("SPECOPS_DELIVERY") else None
-    if node:
-        return state, state.get_step(node)
-    waiting = [s for s in state.steps if s.status == "running"] or [
-        s for s in state.steps if s.status != "completed"] or state.steps[-1:]
-    return state, waiting[0]
-
-
-def clip(text: str, limit: int = FIELD_CAP) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
-
-
-def step_line(step: Step) -> str:
-    from specops_dag.workflow.model import MAX_ATTEMPTS
-
-    return (f"{step.name} (step {step.step}, phase {step.phase}, status {step.status}, "
-            f"{step.attempts} of {MAX_ATTEMPTS} attempts used)")
-
-
-def next_action(state: Delivery, step: Step, at: Paths) -> str:
-    from specops_dag.delivery.queries import closed_gates, runnable_steps
-
-    d, n = state.phase, step.name
-    if step.status == "running" and at.review:
-        return (f"review the work of `{n}` read-only as evaluator `{at.review}`: read its READ "
-                "paths, judge each criterion of your prompt, end with its REPORT block; write "
-                "no file")
-    if step.status == "running":
-        return (f"continue the attempt of `{n}`: do its TASK, write its WRITE files "
-                f"({at(f'phases/{d}/{n}/')}, docs/phase/{d}/{n}.md), then end with a final "
-                "summary")
-    if step.status == "error":
-        return f"fix the cause of the error, then `specops resume {d} {n}`"
-    gate = (step.blocked_reason or "").removeprefix("awaiting approval: ")
-    if step.status == "blocked" and gate != step.blocked_reason:
-        return f"a person decides the `{gate}` gate (`specops approve {d} {gate} --note ...`)"
-    if step.status == "blocked":
-        return f"remove the cause of the block, then `specops resume {d} {n}`"
-    runnable = runnable_steps(state)
-    waits = [f"`{u}` ({state.get_step(u).status})" for u in step.needs
-             if state.get_step(u).status != "completed"]
-    if step.status == "pending" and n in runnable:
-        return f"`specops run {d}` runs it"
-    if step.status == "pending" and waits:
-        return f"it waits for {', '.join(waits)}; see `specops status {d}`"
-    if step.status == "pending":
-        gates = closed_gates(state, step)
-        return f"a person decides the `{gates[0]}` gate (`specops approve {d} {gates[0]} " \
-            "--note ...`)" if gates else f"see `specops status {d}`"
-    return f"`{n}` is completed and is not redone; " + (
-        f"`specops run {d}` runs {', '.join(runnable)}" if runnable else "no step is runnable")
-
-
-def state_lines(state: Delivery, step: Step, at: Paths) -> list[str]:
-    lines = [f"next action: {next_action(state, step, at)}",
-             f"blocked reason: {clip(step.blocked_reason) if step.blocked_reason else 'none'}"]
-    if step.error_message:
-        lines.append(f"error: {clip(step.error_message)}")
-    return lines
-
-
-def read_lines(store: Store, state: Delivery, step: Step, catalog: Catalog,
-               at: Paths) -> list[str]:
-    from specops_dag.agent.prompt import read_list
-
-    lines = read_list(store.root, state, step, catalog, at.cwd) + [
-        f"{path} — context file" for path in step.context_files]
-    return [f"- {line}" for line in lines] or ["- (none)"]
-
-
-def workflow_state(store: Store, state: Delivery, step: Step, catalog: Catalog,
-                   at: Paths) -> str:
-    d = state.phase
-    return "\n".join([
-        "<workflow-state>", f"delivery: {d} (workflow {state.workflow}, status {state.status})",
-        f"node: {step_line(step)}", f"node folder: {at(f'phases/{d}/{step.name}/')}",
-        *state_lines(state, step, at),
-        "sub-agent read list (give sub-agents these paths; never paste the files):",
-        *read_lines(store, state, step, catalog, at), "</workflow-state>"])
-
-
-def recovery_index(store: Store, state: Delivery, step: Step, catalog: Catalog,
-                   at: Paths) -> str:
-    d = state.phase
-    lines = [
-        "<recovery-index>",
-        "The context was compacted. Recover only from the files of this delivery, not from the "
-        "chat history or other deliveries; completed nodes are never redone.",
-        f"delivery: {d} (workflow {state.workflow}, status {state.status}; state "
-        f"{at(f'phases/{d}/index.json')})", f"goal: {clip(state.request)}",
-        f"current node: {step_line(step)}",
-        f"node goal: {clip(catalog.phases[step.phase].execution.goal)}",
-        f"node folder: {at(f'phases/{d}/{step.name}/')}", *state_lines(state, step, at),
-        "inputs:", *read_lines(store, state, step, catalog, at), "upstream handoffs:"]
-    for name in step.needs:
-        up = state.get_step(name)
-        files = ", ".join(f"{at(ref.path)} (sha256 {ref.sha256})" for ref in up.handoff.values())
-        lines += [f"- `{name}` ({up.status}): {files or 'no handoff yet'}",
-                  f"  summary: {clip(up.summary) if up.summary else 'none'}"]
-    if not step.needs:
-        lines.append("- (none: this node starts from the request)")
-    return "\n".join([*lines, "</recovery-index>"])
-
-
-def skill_invocation(state: Delivery, step: Step, catalog: Catalog, at: Paths,
-                     phase: str) -> str:
-    bound = state.snapshot.skills.get(phase, [])
-    entry = next((s for s in bound if s.load == "entry"), None)
-    if entry is None:
-        return ""
-    d = state.phase
-    known = {s.id: s for skills in state.snapshot.skills.values() for s in skills}
-    edges = [e for e in catalog.graph.edges if e.source == entry.id and e.to in known]
-    return "\n".join([
-        "<skill-invocation>",
-        f"entry skill: `{entry.id}` {at(f'phases/{d}/{entry.path}')} (sha256 {entry.sha256})",
-        "on-demand skills (skill-graph edges from the entry skill):",
-        *([f"- `{e.to}` {at(f'phases/{d}/{known[e.to].path}')} (sha256 {known[e.to].sha256}) "
-           "— when: "
-           f"{clip(e.reason, 200)}" for e in edges] or ["- none"]),
-        f"skill session record: {at(f'phases/{d}/{step.name}/skill-session.md')}",
-        "Read the entry skill file completely and follow it first; load an on-demand skill only "
-        "when the entry skill calls for it along an edge above. Do not reduce the entry skill "
-        "to producing one artifact.", "</skill-invocation>"])
-
-
-def fit(sections: list[tuple[str, str]], overflow: Path, shown: str) -> str:
-    """Cap each section and the whole; what is cut goes whole to `overflow` (path + preview)."""
-    sections = [(name, text) for name, text in sections if text]
-    full = "\n".join(text for _, text in sections)
-    out = "\n".join(cap_section(text, SECTION_CAPS[name], shown) for name, text in sections)
-    if out == full and len(full) <= TOTAL_CAP:
-        return full
-    from specops_dag.files import write_text_atomic  # the state hooks load the state models anyway
-
-    write_text_atomic(overflow, full)
-    if len(out) <= TOTAL_CAP:
-        return out
-    return (f"The workflow context is {len(full):,} characters, over the {TOTAL_CAP:,}-character "
-            f"hook limit; read all of it in {shown}. Preview (first {PREVIEW:,} characters):\n"
-            + full[:PREVIEW])
-
-
-def cap_section(text: str, cap: int, shown: str) -> str:
-    if len(text) <= cap:
-        return text
-    head, _, closing = text.rpartition("\n")
-    marker = f"\n[... cut at {cap:,} characters; the full context is in {shown}]\n{closing}"
-    return head[:cap - len(marker)] + marker
-

@@ -1,6 +1,7 @@
 """A small POSIX-shell reader for the PreToolUse hook: quotes, `$'…'`, escapes, operators,
 redirections, heredocs, `$( )`, backticks and `<( )`, turned into simple commands. It only
-reads text; `policy` decides what is dangerous. Standard library only: it runs on every call."""
+reads text; `walk` and `rules` decide what is dangerous. Standard library only: it runs on
+every call."""
 
 from __future__ import annotations
 

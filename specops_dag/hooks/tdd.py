@@ -1,6 +1,7 @@
-"""The TDD rule of the PreToolUse hook (seed 001 §7): which files an apply_patch text changes, and
-whether every C# product file an edit touches has a matching test file. The rule set is
-`workflow_defs/hooks.json` of the harness root, validated at load. Standard library only."""
+"""The TDD rule of the PreToolUse hook (seed 001 §7): whether every C# product file an edit
+touches has a matching test file, under the rule set `workflow_defs/hooks.json` of the harness
+root, validated at load. It never reads commands or patches (`walk` and `patch` do); standard
+library only, besides the `errors` family its ConfigError belongs to."""
 
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ KEYS = {"testPatterns", "testRoots", "exclude", "generated"}
 SKIP_DIRS = {"bin", "obj", ".git", ".vs", "node_modules", ".nuget", "fixtures"}
 TEST_DIRS = {"tests", "test"}
 TEST_PROJECT = re.compile(r"(?i).+[._-](?:unit|integration|functional|acceptance|e2e)?tests?")
-PATCH_LINE = re.compile(r"\*\*\* (Add File|Update File|Delete File|Move to): (.+)")
 # What makes C# text hold behaviour, once comments, strings and attributes are gone: a body
 # (`) {`, an accessor with a body, `=>`), a statement keyword, a class or struct (which may hold
 # either). Interfaces, enums, positional records and member signatures hold none.
@@ -149,30 +149,6 @@ def norm_rel(value: str) -> str | None:
     return rel
 
 
-def patch_changes(text: str) -> list[tuple[str, str, str]]:
-    """(action, path, added lines) per file of an apply_patch text; a `Move to` is a delete of
-    the old path plus an update of the new one."""
-    out: list[tuple[str, str, str]] = []
-    added: list[str] = []
-    for line in text.splitlines():
-        m = PATCH_LINE.fullmatch(line.rstrip())
-        if m is None:
-            if line.startswith("+") and out:
-                added.append(line[1:])
-            continue
-        if out:
-            out[-1] = (*out[-1][:2], "\n".join(added))
-        added = []
-        action = {"Add File": "add", "Update File": "update", "Delete File": "delete",
-                  "Move to": "update"}[m.group(1)]
-        if m.group(1) == "Move to" and out:
-            out[-1] = ("delete", out[-1][1], "")
-        out.append((action, m.group(2).strip(), ""))
-    if out:
-        out[-1] = (*out[-1][:2], "\n".join(added))
-    return out
-
-
 def is_product(rel: str, rules: Rules) -> bool:
     """C# product code: a .cs file outside build outputs, packages, generated paths, exact
     excludes and test code. Program.cs and *.Designer.cs get no exemption by name (seed §7)."""
@@ -270,26 +246,3 @@ def missing_tests(edited: list[str], created: set[str], deleted: set[str], repo:
                        f"{', '.join(w + '/' for w in where)})")
     return out
 
-
-EDITORS = {"tee", "touch", "truncate", "vi", "vim", "nvim", "nano", "emacs", "ed", "ex", "code"}
-
-
-def written_by(words: list[str]) -> list[tuple[str, str]]:
-    """(target, source) per file a command writes other than by redirection; `source` is set
-    when the target may be a folder that receives it (cp, mv)."""
-    name = words[0].replace("\\", "/").rsplit("/", 1)[-1].lower()
-    args = [a for a in words[1:] if not a.startswith("-")]
-    if name == "git" and args[:1] == ["mv"]:
-        name, args = "mv", args[1:]
-    in_place = any(a.startswith("--in-place") or a[:1] == "-" and a[1:2] != "-" and "i" in a
-                   for a in words[1:])
-    if name in ("cp", "mv", "install", "ln") and len(args) >= 2:
-        return [(args[-1], source) for source in args[:-1]]
-    if name in EDITORS:
-        return [(a, "") for a in args]
-    if name in ("sed", "perl") and in_place:
-        scripted = name == "sed" and any(a in ("-e", "--expression", "-f") for a in words)
-        return [(a, "") for a in (args if scripted else args[1:])]
-    if name == "dd":
-        return [(a[3:], "") for a in words[1:] if a.startswith("of=")]
-    return []

@@ -1,7 +1,7 @@
-# ruff: noqa: F811 — `repo` is the fixture of test_hook_policy, imported for its tests
-"""No unhooked channels (issue #17, item 2): an interactive shell or REPL, and a command whose
-program is computed at run time, are denied with a reason that says what to do instead; the
-benign forms of the same programs stay allowed."""
+"""How the pre-tool-use hook reads a command (`hooks/walk.py`): scripts it runs are checked, size and
+nesting limits deny rather than crash, and no unhooked channel (issue #17, item 2) gets through:
+an interactive shell or REPL, or a program computed at run time, is denied with a reason that says
+what to do instead, while the benign forms of the same programs stay allowed."""
 
 from __future__ import annotations
 
@@ -9,13 +9,50 @@ from pathlib import Path
 
 import pytest
 
+from specops_dag.hooks import walk
+
 from ..support.hooks import check
+
+
+def test_a_script_on_disk_that_the_command_runs_is_checked(repo: Path) -> None:
+    (repo / "scripts").mkdir()
+    (repo / "scripts/reset.sh").write_text("#!/bin/bash\ngit reset --hard origin/main\n")
+    assert check(repo, "bash scripts/reset.sh") == (
+        "`git reset --hard origin/main` discards uncommitted changes; keep them (`git stash`, or "
+        "`git reset --soft` / `--mixed`)")
+    assert check(repo, "./scripts/reset.sh") is not None
+
+
+def test_a_command_over_the_size_limit_is_denied(repo: Path) -> None:
+    assert check(repo, "#" * (walk.MAX_COMMAND + 1)) == (
+        "the command is 200,001 characters long, more than the 200,000 the hook checks; "
+        "split it, or write file contents with apply_patch")
+
+
+def test_a_huge_command_is_checked_within_the_limit(repo: Path) -> None:
+    assert check(repo, "echo hi; " * 22_000) is None
+    assert check(repo, "echo hi; " * 22_000 + "git push -f") is not None
+
+
+def test_deep_nesting_is_denied_not_crashed(repo: Path) -> None:
+    assert check(repo, "eval " * 20 + "echo ok") == (
+        "the command nests shells, eval or substitutions more than 12 levels deep and cannot be "
+        "checked; run the commands directly")
+    assert check(repo, "$(" * 5000 + "rm -rf /") is not None
+    assert check(repo, "sudo " * 100 + "rm -rf /") is not None
+    assert check(repo, "cat | " * 5000 + "sh") == (
+        "`sh` runs shell commands the hook cannot see (piped from another command); write the "
+        "commands literally")
+
 
 INTERACTIVE = ("starts an interactive {what}; what is typed into it later never reaches this "
                "hook, so it is denied: run each command directly (e.g. `bash -c '…'`, "
                "`python3 script.py`, `psql -c '…'`)")
+
+
 COMPUTED = ("`{cmd}`: the program is computed at run time, so the hook cannot check what runs; "
             "write the command literally")
+
 
 DENIED = {
     "bash": ("bash", INTERACTIVE.format(what="shell")),
@@ -39,6 +76,8 @@ DENIED = {
                               "which never reaches this hook; pipe it a known input or run the "
                               "commands directly"),
 }
+
+
 COMPUTED_CASES = {
     "substituted program": "$(echo git) push --force origin HEAD:refs/heads/x",
     "backticked program": "`echo git` push --force origin HEAD:refs/heads/x",
@@ -47,6 +86,8 @@ COMPUTED_CASES = {
     "sh -c of a variable": 'sh -c "$CMD"',
     "xargs building the verb from unseen input": "cat cmds.txt | xargs -I R R --force",
 }
+
+
 ALLOWED = {
     "a script": "bash scripts/build.sh",
     "bash -c": "bash -c 'dotnet test'",
@@ -70,26 +111,26 @@ ALLOWED = {
 
 @pytest.mark.parametrize(("command", "reason"), DENIED.values(), ids=DENIED.keys())
 def test_an_interactive_shell_or_repl_is_denied_with_what_to_do_instead(
-        repo: Path, command: str, reason: str) -> None:  # noqa: F811
+        repo: Path, command: str, reason: str) -> None:
     assert check(repo, command) == f"`{command}` {reason}"
 
 
 @pytest.mark.parametrize("command", COMPUTED_CASES.values(), ids=COMPUTED_CASES.keys())
 def test_a_program_computed_at_run_time_is_denied_and_told_to_write_it_literally(
-        repo: Path, command: str) -> None:  # noqa: F811
+        repo: Path, command: str) -> None:
     reason = check(repo, command)
     assert reason is not None and reason.endswith(
         ": the program is computed at run time, so the hook cannot check what runs; write the "
         "command literally"), reason
 
 
-def test_the_computed_program_reason_names_the_command(repo: Path) -> None:  # noqa: F811
+def test_the_computed_program_reason_names_the_command(repo: Path) -> None:
     command = "$(echo git) push --force origin HEAD:refs/heads/x"
     assert check(repo, command) == COMPUTED.format(cmd=command)
 
 
 def test_wrappers_and_xargs_do_not_hide_a_shell_or_the_verb_they_build(
-        repo: Path) -> None:  # noqa: F811
+        repo: Path) -> None:
     assert check(repo, "env bash") == f"`bash` {INTERACTIVE.format(what='shell')}"
     assert check(repo, "echo git | xargs -I{} {} push --force origin HEAD:refs/heads/x") == (
         "`git push --force origin HEAD:refs/heads/x` force-pushes (`--force`), which rewrites "
@@ -98,5 +139,5 @@ def test_wrappers_and_xargs_do_not_hide_a_shell_or_the_verb_they_build(
 
 @pytest.mark.parametrize("command", ALLOWED.values(), ids=ALLOWED.keys())
 def test_the_benign_forms_of_the_same_programs_stay_allowed(repo: Path,
-                                                            command: str) -> None:  # noqa: F811
+                                                            command: str) -> None:
     assert check(repo, command) is None

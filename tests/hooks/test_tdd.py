@@ -1,9 +1,14 @@
-"""The TDD rule of `specops hook pre-tool-use` (seed 001 §7) and its `workflow_defs/hooks.json`."""
+"""The TDD rule of `specops hook pre-tool-use` (`hooks/tdd.py`, seed 001 §7) and its
+`workflow_defs/hooks.json`. Then TDD without false denials (issue #17, item 5): paths resolve
+against the repository root whatever folder the call runs in; tests in `test/`, sibling and
+nested `X.Tests` projects and flat layouts count; a type without behaviour needs no test;
+untested behaviour stays denied."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -286,8 +291,110 @@ def test_the_test_folders_are_walked_once_per_call(repo: Path, monkeypatch) -> N
     assert walked == ["tests", "tests"]  # the next call sees files added or removed since
 
 
-def test_patch_changes_reads_adds_updates_moves_and_deletes() -> None:
-    text = patch("*** Add File: a.cs", "+one", "+two", "*** Update File: b.cs",
-                 "*** Move to: c.cs", "@@", " ctx", "-old", "+new", "*** Delete File: d.cs")
-    assert tdd.patch_changes(text) == [("add", "a.cs", "one\ntwo"), ("delete", "b.cs", ""),
-                                       ("update", "c.cs", "new"), ("delete", "d.cs", "")]
+# -- layouts (issue #17, item 5) -------------------------------------------------------------------
+
+CALC = "src/Calc/Calculator.cs"
+
+
+@pytest.fixture
+def calc_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A git repository with a product file; the session's cwd is elsewhere."""
+    root = tmp_path / "repo"
+    (root / "src/Calc").mkdir(parents=True)
+    (root / CALC).write_text("class Calculator { }\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True, timeout=30)
+    for var in SPECOPS_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return root
+
+
+def put_file(root: Path, rel: str, text: str = "class T { }\n") -> None:
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    (root / rel).write_text(text)
+
+
+def decide_in(cwd: Path, command: str, tool: str = "Bash", **tool_input: str) -> str | None:
+    data = {"hook_event_name": "PreToolUse", "tool_name": tool, "cwd": str(cwd),
+            "tool_input": {"command": command, **tool_input}}
+    code, out = call("pre-tool-use", json.dumps(data).encode())
+    assert code == 0
+    return denial(out)
+
+
+ADD_METHOD = "printf '  public int Twice(int x) { return 2 * x; }\\n' >> Calculator.cs"
+
+
+def test_a_test_edited_from_its_own_folder_is_not_taken_for_product_code(calc_repo: Path) -> None:
+    put_file(calc_repo, "tests/Calc.Tests/CalculatorTests.cs")
+    folder = calc_repo / "tests/Calc.Tests"
+    assert decide_in(folder, "printf '// more\\n' >> CalculatorTests.cs") is None
+
+
+def test_a_product_edit_from_its_own_folder_finds_the_test_at_the_repository_root(
+        calc_repo: Path) -> None:
+    put_file(calc_repo, "tests/Calc.Tests/CalculatorTests.cs")
+    assert decide_in(calc_repo / "src/Calc", ADD_METHOD) is None
+
+
+def test_the_calls_workdir_is_resolved_against_the_session_cwd(calc_repo: Path) -> None:
+    put_file(calc_repo, "tests/Calc.Tests/CalculatorTests.cs")
+    assert decide_in(calc_repo, ADD_METHOD, workdir="src/Calc") is None
+    assert decide_in(calc_repo, ADD_METHOD, workdir="tests") is None  # writes tests/Calculator.cs
+
+
+@pytest.mark.parametrize("test_file", [
+    "test/Calc.Tests/CalculatorTests.cs", "src/Calc.Tests/CalculatorTests.cs",
+    "src/Calc/Calc.Tests/CalculatorTests.cs", "src/Calc/CalculatorTests.cs",
+    "src/Calc.UnitTests/Core/CalculatorTests.cs",
+], ids=["test/ root", "sibling project", "nested project", "flat, beside", "sibling UnitTests"])
+def test_real_repository_layouts_find_the_test(calc_repo: Path, test_file: str) -> None:
+    put_file(calc_repo, test_file)
+    assert decide_in(calc_repo, patch(f"*** Update File: {CALC}", "@@", "+  public int One() => 1;"),
+                  tool="apply_patch") is None
+
+
+def test_an_interface_added_beside_its_tested_implementation_is_allowed(calc_repo: Path) -> None:
+    command = patch("*** Add File: tests/Calc.Tests/AdderTests.cs", "+class AdderTests { }",
+                    "*** Add File: src/Calc/Adder.cs", "+class Adder : IAdder { }",
+                    "*** Add File: src/Calc/IAdder.cs",
+                    "+/// <summary>Adds.</summary>", "+public interface IAdder", "+{",
+                    "+    int Add(int a, int b);", "+    string Name { get; }", "+}")
+    assert decide_in(calc_repo, command, tool="apply_patch") is None
+
+
+@pytest.mark.parametrize("body", [
+    ["+public enum Color { Red = 1, Green }"],
+    ["+public record Point(int X, int Y);"],
+    ["+[Flags]", "+public enum Access", "+{", "+    Read = 1, // \"{ get {\"",
+     "+    Write = 2", "+}"],
+], ids=["enum", "positional record", "attributed enum"])
+def test_types_without_behaviour_need_no_test_file(calc_repo: Path, body: list[str]) -> None:
+    assert decide_in(calc_repo, patch("*** Add File: src/Calc/Kinds.cs", *body),
+                  tool="apply_patch") is None
+
+
+@pytest.mark.parametrize("body", [
+    ["+public interface IClock", "+{", "+    DateTime Now() => DateTime.UtcNow;", "+}"],
+    ["+public record Money(decimal Amount)", "+{",
+     "+    public Money Half() { return new(Amount / 2); }", "+}"],
+    ["+public class Kinds { }"],
+    ["+public enum E { A }", "+public static class Ext { public static int F(this E e) => 1; }"],
+    ["+public int Twice(int x) { return 2 * x; }"],
+], ids=["default interface method", "record with a method", "a class", "enum with extension",
+        "a method"])
+def test_behaviour_without_a_test_is_still_denied_naming_the_expected_test(
+        calc_repo: Path, body: list[str]) -> None:
+    reason = decide_in(calc_repo, patch("*** Add File: src/Calc/Kinds.cs", *body), tool="apply_patch")
+    assert reason is not None
+    assert reason.startswith("TDD: C# product code needs a matching test file first: "
+                             "src/Calc/Kinds.cs (looked for KindsTests.cs or KindsTest.cs under "
+                             "tests/, test/, src/Calc/tests/, src/Calc/test/, src/Calc/)"), reason
+
+
+def test_a_test_created_by_an_earlier_call_of_the_attempt_counts(calc_repo: Path) -> None:
+    assert decide_in(calc_repo, ADD_METHOD, workdir="src/Calc") is not None
+    assert decide_in(calc_repo, "mkdir -p tests/Calc.Tests && printf 'class CalculatorTests { }\\n' > "
+                  "tests/Calc.Tests/CalculatorTests.cs") is None
+    put_file(calc_repo, "tests/Calc.Tests/CalculatorTests.cs")  # what that call wrote
+    assert decide_in(calc_repo, ADD_METHOD, workdir="src/Calc") is None

@@ -1,4 +1,4 @@
-"""`specops hook session-start` / `user-prompt-submit`: the injected workflow state, its caps and
+"""`specops hook session-start` / `user-prompt-submit` (`hooks/context.py`): the injected workflow state, its caps and
 overflow file, delivery binding, fail-open behaviour, and that no hook changes the state."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from specops_dag.delivery.lifecycle import new_delivery
 from specops_dag.delivery.model import FileRef
 from specops_dag.delivery.store import Store
 from specops_dag.files import sha256_file
+from specops_dag.hooks import context
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from ..support.harness import VENV_BIN, write_tree
@@ -241,11 +242,11 @@ def test_an_oversized_section_is_cut_and_written_whole_to_the_node_folder(
     text = inject("user-prompt-submit")
     overflow = root / "phases/d1/build/hook-context.md"
     state_part = text.split("\n<skill-invocation>")[0]
-    assert len(state_part) == hook.SECTION_CAPS["workflow-state"]
+    assert len(state_part) == context.SECTION_CAPS["workflow-state"]
     assert state_part.endswith("\n[... cut at 6,000 characters; the full context is in "
                                "phases/d1/build/hook-context.md]\n</workflow-state>")
     assert text.endswith(skill_block(root))
-    assert len(text) <= hook.TOTAL_CAP
+    assert len(text) <= context.TOTAL_CAP
     full = overflow.read_text()
     assert "phases/d1/spec/part-119.md" in full and "part-119" not in text
     assert full.endswith(skill_block(root))
@@ -257,13 +258,13 @@ def test_a_context_over_the_total_cap_becomes_a_path_and_a_preview(root: Path,
     finish_spec(store, {f"part-{i:03}": f"part {i}\n" for i in range(150)})
     monkeypatch.setenv("SPECOPS_DELIVERY", "d1")
     monkeypatch.setenv("SPECOPS_NODE", "build")
-    monkeypatch.setitem(hook.SECTION_CAPS, "workflow-state", 50_000)
+    monkeypatch.setitem(context.SECTION_CAPS, "workflow-state", 50_000)
     text = inject("user-prompt-submit")
     full = (root / "phases/d1/build/hook-context.md").read_text()
     head = (f"The workflow context is {len(full):,} characters, over the 10,000-character hook "
             "limit; read all of it in phases/d1/build/hook-context.md. Preview (first 2,000 "
             "characters):\n")
-    assert len(full) > hook.TOTAL_CAP
+    assert len(full) > context.TOTAL_CAP
     assert text == head + full[:2000]
 
 
@@ -330,7 +331,7 @@ def test_a_bad_binding_fails_open_with_the_reason(root: Path, monkeypatch, env: 
 def test_the_state_hooks_fail_open_when_the_budget_runs_out(root: Path, monkeypatch) -> None:
     new(root)
     monkeypatch.setenv("SPECOPS_DELIVERY", "d1")
-    monkeypatch.setattr(hook, "BUDGET_S", 1e-6)
+    monkeypatch.setattr(context, "BUDGET_S", 1e-6)
     text = inject("user-prompt-submit")
     assert "could not read the workflow state (BudgetExceeded: the 1e-06 s budget of the hook " \
            "ran out)" in text
@@ -355,7 +356,7 @@ def test_the_installed_state_hooks_answer_within_the_budget(root: Path, argv: li
     env = {**{k: v for k, v in os.environ.items() if k not in SPECOPS_VARS},
            "SPECOPS_ROOT": str(root), "SPECOPS_DELIVERY": "d1", "SPECOPS_NODE": "spec"}
     done = subprocess.run(argv, input=b'{"source": "compact"}', cwd=root, env=env,
-                          capture_output=True, timeout=hook.BUDGET_S + 10, check=False)
+                          capture_output=True, timeout=context.BUDGET_S + 10, check=False)
     assert (done.returncode, done.stderr) == (0, b"")
     answer = json.loads(done.stdout)["hookSpecificOutput"]
     assert answer["hookEventName"] in ("UserPromptSubmit", "SessionStart")

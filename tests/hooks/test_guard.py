@@ -1,6 +1,8 @@
-"""The guard fails closed (issue #17, item 1): codex runs the product's hooks as
-`python -I <hook_guard.py> EVENT`, so nothing in the session's working directory can shadow their
-imports, and every internal failure of pre-tool-use is a deny, never a "hook failed"."""
+"""What codex runs for the product's hooks (`hooks/guard.py`). The guard fails closed (issue #17,
+item 1): codex runs the hooks as `python -I <hook_guard.py> EVENT`, so nothing in the session's
+working directory can shadow their imports, and every internal failure of pre-tool-use is a
+deny, never a "hook failed". The e2e tests run the hooks on real codex calls (the replay agent
+plays the model)."""
 
 from __future__ import annotations
 
@@ -8,14 +10,18 @@ import json
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+import git
 import pytest
 
 from specops_dag import hooks as hook
 from specops_dag.agent import codex
+from specops_dag.delivery.store import Store
+from specops_dag.execution.step import run_step
 from specops_dag.hooks import guard as hook_guard
+
+from ..support.agents import agentic_git_harness, new, replay, settings_for, wrote
 
 PUSH = {"hook_event_name": "PreToolUse", "tool_name": "Bash",
         "tool_input": {"command": "git push --force origin HEAD:refs/heads/x"}}
@@ -81,34 +87,6 @@ def test_an_exception_anywhere_in_pre_tool_use_is_a_deny(monkeypatch: pytest.Mon
     assert capsys.readouterr().err == ("specops hook pre-tool-use failed (MemoryError: no room); "
                                        "the call is denied, since specops denies what it cannot "
                                        "check\n")
-
-
-def test_a_check_that_runs_out_of_its_time_is_denied(monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture) -> None:
-    from specops_dag.hooks import policy
-
-    def slow(command: str, repo: str, env: dict, cwd: str | None = None) -> None:
-        time.sleep(5)
-
-    monkeypatch.setattr(hook, "PRE_TOOL_BUDGET_S", 0.3)
-    monkeypatch.setattr(policy, "inspect", slow)
-    monkeypatch.setattr(sys, "stdin", type("In", (), {"buffer": type("B", (), {
-        "read": staticmethod(lambda: json.dumps(PUSH).encode())})()})())
-    started = time.monotonic()
-    assert hook.main(["pre-tool-use"]) == 0
-    assert time.monotonic() - started < 3
-    decision = json.loads(capsys.readouterr().out)["hookSpecificOutput"]
-    assert decision["permissionDecision"] == "deny"
-    assert decision["permissionDecisionReason"] == (
-        "specops hook pre-tool-use could not check this call (BudgetExceeded: the 0.3 s budget "
-        "of the hook ran out), so it is denied; retry with a simpler command")
-
-
-def test_codexs_timeout_of_each_hook_is_longer_than_the_hooks_own_deadline() -> None:
-    timeouts = {event: timeout for _, event, timeout in codex.HOOKS}
-    assert timeouts["pre-tool-use"] > hook.PRE_TOOL_BUDGET_S
-    assert timeouts["session-start"] > hook.BUDGET_S
-    assert timeouts["user-prompt-submit"] > hook.BUDGET_S
 
 
 def origin_world(tmp_path: Path) -> tuple[Path, Path]:
@@ -189,3 +167,70 @@ def test_a_target_repositorys_own_codex_hooks_never_run(tmp_path: Path) -> None:
                 for n in ("write", "review")] == ["completed", "completed"]
     assert (root / ".specops/worktrees/d1/.codex/hooks.json").is_file()  # the worktree has it
     assert not marker.exists()
+
+
+BLOCKED = "Command blocked by PreToolUse hook"
+
+
+def tool_outputs(tmp_path: Path) -> list[str]:
+    """The tool results codex sent back to the model, in order (from the replay log)."""
+    outputs = []
+    for line in (tmp_path / "requests.jsonl").read_text().splitlines():
+        request = json.loads(line)
+        last = request["input"][-1] if request["input"] else {}
+        if last.get("type") in ("function_call_output", "custom_tool_call_output"):
+            outputs.append(str(last.get("output")))
+    return outputs
+
+
+@pytest.mark.e2e
+def test_destructive_commands_are_denied_and_the_repo_stays_intact(tmp_path: Path) -> None:
+    root = agentic_git_harness(tmp_path)
+    store = new(root)
+    dangerous = [{"shell": "git push --force origin HEAD"}, {"shell": "rm -rf .git"},
+                 {"shell": "bash -c 'git reset --hard HEAD~1'"}]
+    with replay(tmp_path, {"write": [{"literal": {"before": dangerous}}]}) as server:
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert (outcome.status, outcome.message) == ("completed",
+                                                 wrote("write", "notes.md", f"{root}/phases"))
+    outputs = tool_outputs(tmp_path)  # the three denials, then the literal read and write
+    assert [BLOCKED in o for o in outputs] == [True, True, True, False, False]
+    worktree = root / ".specops/worktrees/d1"
+    assert (worktree / ".git").exists() and (root / ".git").is_dir()
+    assert git.Repo(root).head.commit.message == "initial"
+
+
+PRODUCT = "*** Begin Patch\n*** Add File: src/Foo.cs\n+namespace App;\n+public class Foo {}\n*** End Patch\n"
+TEST = ("*** Begin Patch\n*** Add File: tests/FooTests.cs\n+namespace App.Tests;\n"
+        "+public class FooTests {}\n*** End Patch\n")
+
+
+@pytest.mark.e2e
+def test_a_csharp_edit_without_its_test_file_is_denied_and_with_it_allowed(
+        tmp_path: Path) -> None:
+    root = agentic_git_harness(tmp_path)
+    store = new(root)
+    patches = [{"apply_patch": PRODUCT}, {"apply_patch": TEST}, {"apply_patch": PRODUCT}]
+    with replay(tmp_path, {"write": [{"literal": {"before": patches}}]}) as server:
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert (outcome.status, outcome.message) == ("completed",
+                                                 wrote("write", "notes.md", f"{root}/phases"))
+    outputs = tool_outputs(tmp_path)  # the three patches, then the literal read and write
+    assert [BLOCKED in o for o in outputs] == [True, False, False, False, False]
+    assert "src/Foo.cs" in outputs[0]
+    worktree = root / ".specops/worktrees/d1"
+    assert (worktree / "src/Foo.cs").is_file() and (worktree / "tests/FooTests.cs").is_file()
+
+
+@pytest.mark.e2e
+def test_the_workflow_state_is_injected_on_each_prompt(tmp_path: Path) -> None:
+    root = agentic_git_harness(tmp_path)
+    store = new(root)
+    with replay(tmp_path, {"write": [{"literal": {}}]}) as server:
+        assert run_step(store, "d1", "write",
+                        settings=settings_for(server, tmp_path)).status == "completed"
+    first = json.loads((tmp_path / "requests.jsonl").read_text().splitlines()[0])
+    text = json.dumps(first["input"])
+    assert "<workflow-state>" in text and "<skill-invocation>" in text
+    assert "c-write-skill" in text
+    assert Store(root).read("d1").get_step("write").status == "completed"

@@ -1,8 +1,9 @@
 """What a shell command would run, as far as the PreToolUse hook cares (seed 001 §7): a walk
-over the commands `shell` reads that denies destructive deletes, force pushes, hard resets and
-SQL-destroying statements — also behind `bash -c`, `eval`, pipes into shells and scripts
-written earlier in the same command — and records the files the command writes. Standard
-library only: it runs on every tool call."""
+over the commands `shell` reads — through wrappers, variables, `cd`, `bash -c`, `eval`, pipes
+into shells and interpreters, and scripts written earlier in the same command — that hands each
+program it finds to `rules` and records the files the command writes and deletes. It decides
+nothing itself beyond what it cannot read (a computed program, a terminal, too deep a nesting);
+standard library only: it runs on every tool call."""
 
 from __future__ import annotations
 
@@ -10,8 +11,18 @@ import os
 import posixpath
 import re
 
+from specops_dag.hooks import rules
+from specops_dag.hooks.patch import patch_changes
+from specops_dag.hooks.rules import (
+    CONTAINERS,
+    GLOB,
+    INTERACTIVE,
+    SQL_CLIENTS,
+    command_name,
+    short,
+    shown,
+)
 from specops_dag.hooks.shell import OUTPUT, Cmd, parse
-from specops_dag.hooks.tdd import patch_changes, written_by
 
 MAX_COMMAND = 200_000
 MAX_DEPTH = 12
@@ -27,42 +38,18 @@ WRAPPERS = {  # commands that run their arguments → their short options taking
 KEYWORDS = {"!", "{", "}", "if", "then", "else", "elif", "fi", "do", "done", "while", "until",
             "esac"}
 HEADERS = {"for", "case", "select", "function", "in"}
-SQL_CLIENTS = {"psql", "mysql", "mariadb", "sqlite3", "sqlcmd", "osql", "isql", "duckdb",
-               "clickhouse-client", "cockroach", "mssql-cli", "pgcli", "mycli", "litecli", "usql",
-               "sqlplus"}
-CONTAINERS = {"docker", "podman", "nerdctl", "kubectl", "oc"}  # `docker exec db psql …`
 INTERPRETER = re.compile(r"(?:python|pypy)[\d.]*|node(?:js)?|deno|bun|perl|ruby|php")
-NAME_TESTS = {"-name", "-iname", "-path", "-ipath", "-wholename", "-regex", "-iregex"}
-SAFE_DEVICES = re.compile(r"/dev/(?:null|zero|full|u?random|stdout|stderr|tty|fd/.*)")
-GIT_VALUE_OPTIONS = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path",
-                     "--config-env", "--super-prefix"}
-EVERYTHING = {".", "./", "*", ":/", ":/*", ":(top)", ":(top).", "/"}
-GLOB = re.compile(r"[*?\[]")
-CATCH_ALL = re.compile(r"[.*?]*[*?][.*?]*")
 ASSIGN = re.compile(r"[A-Za-z_]\w*(?:\[[^\]]*\])?\+?=")
 VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?:(:?[-=+?])([^}]*))?\}|\$([A-Za-z_]\w*|[0-9@*#?$!-])")
 PWD = ("$(pwd)", "`pwd`", "$(pwd -P)", "$(pwd -L)")
 TOPLEVEL = ("$(git rev-parse --show-toplevel)", "`git rev-parse --show-toplevel`")
 SHEBANG = re.compile(r"#![^\n]*\b(?:ba|z|da|k|a)?sh\b")
-SQL_DESTROY = re.compile(r"\b(?:drop\s+(?:temporary\s+)?(?:table|database|schema)\b(?:\s+if\s+"
-                         r"exists)?\s*[^\s;]*|truncate\s+(?:table\s+)?(?!-)[^\s;]+)", re.I)
-SQL_DELETE = re.compile(r"\bdelete\s+from\s+[^\s;]+([^;'\"]*)", re.I)
-WHERE = re.compile(r"\bwhere\b", re.I)
 CALL = re.compile(r"\b(system|popen|run|call|check_call|check_output|Popen|getoutput|exec|"
                   r"execSync|spawnSync|spawn|shell_exec|passthru|rmtree|rmSync|rmdirSync|"
                   r"remove_dir_all|rimraf)\s*\(\s*(\[[^\]]*\]|(['\"]).*?(?<!\\)\3)", re.S)
 LITERAL = re.compile(r"(['\"])((?:\\.|(?!\1).)*)\1", re.S)
-SQLITE_READ = re.compile(r"\.read\s+(\S+)")
 DELETE_FUNCS = {"rmtree", "rmSync", "rmdirSync", "remove_dir_all", "rimraf"}
-# How each SQL client takes its statements without a terminal: a flag, or SQL as a positional
-# argument after the database (the `*_POSITIONAL` clients).
-SQL_INPUT_FLAGS = {"-c", "--command", "-e", "--execute", "-f", "--file", "-i", "--input-file",
-                   "-q", "-Q", "--query", "-cmd", "-E"}
-SQL_POSITIONAL = {"sqlite3", "duckdb", "litecli"}
 COMPUTED = re.compile(r"\$\(|`|<\(")
-INTERACTIVE = ("starts an interactive {what}; what is typed into it later never reaches this "
-               "hook, so it is denied: run each command directly (e.g. `bash -c '…'`, "
-               "`python3 script.py`, `psql -c '…'`)")
 
 
 def xargs_replace(arg: str, value: str) -> str | None:
@@ -78,35 +65,9 @@ def xargs_replace(arg: str, value: str) -> str | None:
     return None
 
 
-def command_name(word: str) -> str:
-    """`/usr/bin/git.exe` → `git`: absolute paths, quoting and `.exe` do not hide a command."""
-    name = word.replace("\\", "/").rsplit("/", 1)[-1].lower()
-    return name[:-4] if name.endswith(".exe") else name
-
-
-def shown(words: list[str]) -> str:
-    text = " ".join(words)
-    return text if len(text) <= 160 else text[:157] + "..."
-
-
-def short(arg: str) -> bool:
-    return arg.startswith("-") and not arg.startswith("--") and len(arg) > 1
-
-
 def normalize(path: str) -> str:
     path = posixpath.normpath(path)
     return "/" + path.lstrip("/") if path.startswith("//") else path
-
-
-def sql_reason(text: str) -> str | None:
-    if m := SQL_DESTROY.search(text):
-        return (f"`{' '.join(m.group().split())[:80]}` destroys database objects or all their "
-                "rows; change the schema or data through a reviewed migration instead")
-    for m in SQL_DELETE.finditer(text):
-        if not WHERE.search(m.group(1)):
-            return (f"`{' '.join(m.group().split())[:80]}` deletes every row (DELETE without "
-                    "WHERE); add a WHERE clause naming the rows to delete")
-    return None
 
 
 def inspect(command: str, repo: str, env: dict[str, str], cwd: str | None = None) -> Walk:
@@ -137,11 +98,9 @@ class Walk:
         self.deleted: set[str] = set()
         self.reason: str | None = None
         self.depth = 0
-        named = [("/", "the filesystem root /"), (self.env["HOME"], "the home folder"),
-                 (self.repo, "the repository"), (env.get("SPECOPS_ROOT"), "the harness root"),
-                 (env.get("SPECOPS_TARGET"), "the target repository")]
-        self.guarded = [(normalize(p), what) for p, what in named if p and p.startswith("/")]
-        self.state = normalize(f"{env.get('SPECOPS_ROOT') or self.repo}/phases")
+        self.guarded = [(normalize(p), what) for p, what in rules.guarded_paths(
+            self.env["HOME"], self.repo, env) if p and p.startswith("/")]
+        self.state = normalize(rules.state_folder(self.repo, env))
 
     # -- reading the command -------------------------------------------------------------------
 
@@ -271,14 +230,11 @@ class Walk:
         elif name in SHELLS or name in SHELL_LIKE:
             return self.shell(words, cmd)
         elif name in SQL_CLIENTS or name in CONTAINERS and not SQL_CLIENTS.isdisjoint(args):
-            return self.sql_client(words, cmd)
+            return rules.sql_client(self, words, cmd)
         elif INTERPRETER.fullmatch(name):
             return self.interpreter(words, cmd)
-        elif rule := {"rm": self.rm, "git": self.git, "find": self.find, "dd": self.dd,
-                      "dotnet": self.dotnet, "dotnet-ef": self.dotnet}.get(name):
-            return rule(words)
-        elif name.startswith("mkfs"):
-            return f"`{shown(words)}` formats a disk; never run it here"
+        elif rule := rules.rule_for(name):
+            return rule(self, words)
         elif "/" in words[0]:
             return self.nested(self.script(words[0]))
         return None
@@ -334,14 +290,14 @@ class Walk:
 
     def code(self, text: str) -> str | None:
         """Inline interpreter code: SQL in it, and the shell commands or deletes it calls."""
-        if reason := sql_reason(text):
+        if reason := rules.sql_reason(text):
             return reason
         for m in CALL.finditer(text):
             values = [v for _, v in LITERAL.findall(m.group(2))]
             if not values:
                 continue
             if m.group(1) in DELETE_FUNCS:
-                reason = self.rm(["rm", "-r", values[0]])
+                reason = rules.rm(self, ["rm", "-r", values[0]])
             elif m.group(2).startswith("["):
                 reason = self.nested(" ".join("'" + v.replace("'", "'\\''") + "'" for v in values))
             else:
@@ -350,156 +306,7 @@ class Walk:
                 return reason
         return None
 
-    def sql_client(self, words: list[str], cmd: Cmd) -> str | None:
-        name = command_name(words[0])
-        positional = [a for a in words[1:] if not a.startswith("-")]
-        if (name in SQL_CLIENTS and self.interactive(cmd)
-                and SQL_INPUT_FLAGS.isdisjoint(a.split("=")[0] for a in words[1:])
-                and not (name in SQL_POSITIONAL and len(positional) >= 2)
-                and not any(a in ("--version", "-V", "--help", "-?") for a in words[1:])):
-            return f"`{shown(words)}` " + INTERACTIVE.format(what="database shell")
-        texts = [*words[1:], self.stdin_text(cmd) or ""]
-        for i, arg in enumerate(words):
-            value = words[i + 1] if i + 1 < len(words) else ""
-            if arg.startswith("--file="):
-                value, arg = arg[7:], "-f"
-            if arg in ("-f", "--file", "-i", "--input-file"):
-                texts.append(self.script(value, True) or "")
-            texts += [self.script(f, True) or "" for f in SQLITE_READ.findall(arg)]
-        return next(filter(None, map(sql_reason, texts)), None)
-
-    # -- the rules -----------------------------------------------------------------------------
-
-    def rm(self, words: list[str]) -> str | None:
-        recursive, targets, options = False, [], True
-        for arg in words[1:]:
-            if options and arg == "--":
-                options = False
-            elif options and arg.startswith("--"):
-                recursive |= arg == "--recursive"
-            elif options and short(arg):
-                recursive |= "r" in arg or "R" in arg
-            else:
-                targets.append(arg)
-        for path in (p for target in targets for p in self.paths(target)):
-            what = self.glob_label(path) if GLOB.search(path) else recursive and self.label(path)
-            if what:
-                return (f"`{shown(words)}` deletes {what}; delete only specific paths inside the "
-                        "repository, e.g. `rm -rf bin obj`")
-        return None
-
-    def find(self, words: list[str]) -> str | None:
-        args = words[1:]
-        k = next((i for i, a in enumerate(args) if a[:1] in "-(!"), len(args))
-        starts, expr = args[:k] or ["."], args[k:]
-        deletes = "-delete" in expr
-        for i, arg in enumerate(expr):
-            if arg in ("-exec", "-execdir", "-ok", "-okdir"):
-                end = next((j for j in range(i + 1, len(expr)) if expr[j] in (";", "+")),
-                           len(expr))
-                inner = expr[i + 1:end]
-                deletes |= bool(inner) and command_name(inner[0]) == "rm"
-                if inner and (reason := self.check(inner, Cmd())):
-                    return reason
-        filtered = any(a in NAME_TESTS and not CATCH_ALL.fullmatch(b)
-                       for a, b in zip(expr, expr[1:], strict=False))
-        for path in (p for s in starts for p in self.paths(s)) if deletes and not filtered else []:
-            if what := self.label(path):
-                return (f"`{shown(words)}` deletes everything in {what}; add a -name or -path "
-                        "test that names what to delete")
-        return None
-
-    def git(self, words: list[str]) -> str | None:
-        i = 1
-        while i < len(words) and words[i].startswith("-"):
-            i += 2 if words[i] in GIT_VALUE_OPTIONS else 1
-        sub, args = (words[i], words[i + 1:]) if i < len(words) else ("", [])
-        flags = "".join(a[1:] for a in args if short(a))
-        paths = args[args.index("--") + 1:] if "--" in args else [
-            a for a in args if not a.startswith("-")]
-        everything = next((p for p in paths if self.everything(p)), None)
-        why = None
-        if sub == "push":
-            why = self.push(args)
-        elif sub == "reset" and "--hard" in args:
-            why = ("discards uncommitted changes; keep them (`git stash`, or `git reset --soft` / "
-                   "`--mixed`)")
-        elif sub == "clean" and ("f" in flags or "--force" in args) and not (
-                "n" in flags or "--dry-run" in args or "X" in flags and "x" not in flags):
-            why = ("deletes untracked files, which may be new work; delete specific build "
-                   "outputs instead (e.g. `rm -rf bin obj`) or preview with `git clean -n`")
-        elif sub in ("checkout", "switch") and ("f" in flags or {"--force", "--discard-changes"}
-                                                & set(args)):
-            why = "discards uncommitted changes (a forced checkout); commit or stash them first"
-        elif sub in ("checkout", "restore") and everything and (sub == "checkout" or "W" in flags
-                or "--worktree" in args or not ("S" in flags or "--staged" in args)):
-            why = (f"discards every uncommitted change under `{everything}`; restore specific "
-                   "files by path instead")
-        elif sub == "rm" and everything and ("r" in flags or "--recursive" in args) \
-                and "--cached" not in args:
-            why = ("removes every tracked file; remove specific paths, or add --cached to only "
-                   "untrack them")
-        return f"`{shown(words)}` {why}" if why else None
-
-    def push(self, args: list[str]) -> str | None:
-        for arg in args:
-            force = arg in ("--force", "--mirror", "--force-if-includes") or arg.startswith(
-                "--force-with-lease") or short(arg) and "f" in arg
-            if force or not arg.startswith("-") and arg.startswith("+"):
-                return (f"force-pushes (`{arg}`), which rewrites remote history; push new "
-                        "commits without force, e.g. `git push origin feat-x`")
-            if arg in ("--delete", "--prune") or short(arg) and "d" in arg or arg.startswith(
-                    ":") and len(arg) > 1:
-                return (f"deletes remote branches (`{arg}`); leave the remote to the delivery's "
-                        "push step")
-        return None
-
-    def dd(self, words: list[str]) -> str | None:
-        for arg in words[1:]:
-            if arg.startswith("of=/dev/") and not SAFE_DEVICES.fullmatch(arg[3:]):
-                return f"`{shown(words)}` overwrites the disk device {arg[3:]}; never run it here"
-        return None
-
-    def dotnet(self, words: list[str]) -> str | None:
-        if words[1:2] == ["fsi"] and not any(a.endswith((".fsx", ".fs")) for a in words[2:]):
-            return f"`{shown(words)}` " + INTERACTIVE.format(what="F# interpreter")
-        ef = words[1:] if command_name(words[0]) == "dotnet-ef" else words[2:] if words[1:2] == [
-            "ef"] else []
-        if "drop" in ef and "database" in ef[:ef.index("drop")]:
-            return (f"`{shown(words)}` drops the database; change the schema with a migration "
-                    "instead")
-        return None
-
     # -- paths -----------------------------------------------------------------------------------
-
-    def label(self, path: str) -> str | None:
-        """What deleting `path` recursively would destroy, if it is guarded."""
-        if ".git" in path.split("/"):
-            return "the git metadata (.git)"
-        for base, what in self.guarded:
-            if path == base:
-                return what
-            if base.startswith(path.rstrip("/") + "/"):
-                return f"a parent folder of {what}"
-        if path == self.state or posixpath.dirname(path) == self.state:
-            return "the delivery state (phases/)"
-        return f"the top-level folder {path}" if path.count("/") == 1 and path != "/" else None
-
-    def glob_label(self, path: str) -> str | None:
-        parts = path.split("/")
-        k = next(i for i, part in enumerate(parts) if GLOB.search(part))
-        base = "/".join(parts[:k]) or "/"
-        if base == "/":
-            return "everything under the filesystem root /"
-        if k < len(parts) - 1:
-            return "the git metadata (.git)" if ".git" in parts[k + 1:] else None
-        what = self.label(base) if CATCH_ALL.fullmatch(parts[k]) else None
-        return f"everything in {what}" if what else None
-
-    def everything(self, pathspec: str) -> bool:
-        path = self.path(pathspec) if pathspec not in EVERYTHING else self.cwd
-        return pathspec in EVERYTHING or pathspec.startswith(":(") and pathspec.endswith(")") \
-            or path is not None and (path == self.cwd or self.repo.startswith(path + "/"))
 
     def path(self, word: str) -> str | None:
         """`word` as an absolute normalized path, as the shell would expand it; None if unknown."""
@@ -617,3 +424,27 @@ class Walk:
         if any_file or path.endswith((".sh", ".bash")) or SHEBANG.match(text):
             return text
         return None
+
+
+EDITORS = {"tee", "touch", "truncate", "vi", "vim", "nvim", "nano", "emacs", "ed", "ex", "code"}
+
+
+def written_by(words: list[str]) -> list[tuple[str, str]]:
+    """(target, source) per file a command writes other than by redirection; `source` is set
+    when the target may be a folder that receives it (cp, mv)."""
+    name = words[0].replace("\\", "/").rsplit("/", 1)[-1].lower()
+    args = [a for a in words[1:] if not a.startswith("-")]
+    if name == "git" and args[:1] == ["mv"]:
+        name, args = "mv", args[1:]
+    in_place = any(a.startswith("--in-place") or a[:1] == "-" and a[1:2] != "-" and "i" in a
+                   for a in words[1:])
+    if name in ("cp", "mv", "install", "ln") and len(args) >= 2:
+        return [(args[-1], source) for source in args[:-1]]
+    if name in EDITORS:
+        return [(a, "") for a in args]
+    if name in ("sed", "perl") and in_place:
+        scripted = name == "sed" and any(a in ("-e", "--expression", "-f") for a in words)
+        return [(a, "") for a in (args if scripted else args[1:])]
+    if name == "dd":
+        return [(a[3:], "") for a in words[1:] if a.startswith("of=")]
+    return []
