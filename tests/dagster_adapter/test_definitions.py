@@ -8,7 +8,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from specops_dag.dagster_adapter.definitions import SpecopsResource, build_definitions, data_version
+from specops_dag.dagster_adapter.assets import data_version
+from specops_dag.dagster_adapter.definitions import build_definitions
+from specops_dag.dagster_adapter.resources import SpecopsResource
 from specops_dag.delivery.store import Store
 
 from ..support.cli import job_execute, specops
