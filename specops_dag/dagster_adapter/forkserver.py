@@ -1,4 +1,4 @@
-"""Preloaded by the forkserver of the multiprocess executor (`definitions.executor`): Dagster, its
+"""Preloaded by the forkserver of the multiprocess executor (`executor.executor`): Dagster, its
 instance storage, the code location's resolved repository and jobs and the step executor are
 loaded once per run, so every step process forks warm instead of importing and resolving them
 again (~1 s a step).

@@ -2,7 +2,7 @@
 the skill graph (DESIGN §4, seed 004).
 
 Only shapes and single-file rules live here; rules that need several files (unknown `needs`,
-cycles, contracts, skill files on disk) are checked by `catalog`. No I/O, no dagster.
+cycles, contracts, skill files on disk) are checked by `checks`. No I/O, no dagster.
 """
 
 from __future__ import annotations

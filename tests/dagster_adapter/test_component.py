@@ -104,7 +104,7 @@ def test_a_dg_project_lists_the_harness_root_s_workflows_through_the_component(
     assert [s["name"] for s in defs["schedules"]] == ["nightly"]
     assert [s["name"] for s in defs["sensors"]] == ["gate_approvals"]
     assert defs["resources"] == [{"name": "specops",
-                                  "type": "specops_dag.dagster_adapter.definitions.SpecopsResource"}]
+                                  "type": "specops_dag.dagster_adapter.resources.SpecopsResource"}]
 
     loaded = dg(clean_env, project, "check", "defs")
     assert loaded.returncode == 0, loaded.stdout + loaded.stderr

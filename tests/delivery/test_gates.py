@@ -6,7 +6,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from specops_dag.dagster_adapter.definitions import SpecopsResource, build_definitions
+from specops_dag.dagster_adapter.definitions import build_definitions
+from specops_dag.dagster_adapter.resources import SpecopsResource
 from specops_dag.delivery import gates
 from specops_dag.delivery import queries as reading
 from specops_dag.delivery.store import Store

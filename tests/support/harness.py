@@ -113,6 +113,11 @@ SLEEP = ("[python3, -c, \"import os,pathlib,time,json; t=time.time(); "
 WF = "workflow_defs/workflows/diamond.yaml"
 
 
+def diamond_with(nodes: str, inputs: str = "{request: {contract: req}}") -> str:
+    """The diamond workflow's file with other `nodes` (and `inputs`)."""
+    return f"kind: workflow\nid: diamond\ninputs: {inputs}\nnodes:\n{nodes}"
+
+
 def load_problems(root: Path) -> list[str]:
     with pytest.raises(DefinitionError) as info:
         load_catalog([root / "workflow_defs"], display_base=root)

@@ -103,7 +103,8 @@ def test_the_nightly_schedule_leaves_a_delivery_whose_workflow_changed_to_specop
 
     import dagster as dg
 
-    from specops_dag.dagster_adapter.definitions import SpecopsResource, build_definitions
+    from specops_dag.dagster_adapter.definitions import build_definitions
+    from specops_dag.dagster_adapter.resources import SpecopsResource
 
     from ..support.harness import make_delivery
 

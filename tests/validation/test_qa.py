@@ -585,7 +585,7 @@ def test_the_review_loop_runs_qa_before_the_evaluator_who_reads_its_evidence(
     assert git.Repo(root).git.worktree("list").count("\n") == 1  # main + the delivery's, no QA
     assert not any((root / ".specops/qa").iterdir())
     # the `review` asset check carries the QA result
-    from specops_dag.dagster_adapter.definitions import review_check
+    from specops_dag.dagster_adapter.assets import review_check
 
     check = review_check(outcome)
     assert check.passed and check.metadata["qa_status"].value == "passed"

@@ -1,0 +1,139 @@
+"""One asset per workflow node, key `[workflow, node]`, partitioned by delivery: its
+materialization and metadata, its `validation` / `handoff_current` / `review` checks, and its
+data and code versions. The asset body only runs the step through the `specops` resource and
+translates the outcome; it decides nothing."""
+
+import hashlib
+import json
+from typing import TYPE_CHECKING
+
+import dagster as dg
+
+from specops_dag.dagster_adapter.instance import PARTITIONS
+from specops_dag.dagster_adapter.resources import SpecopsResource
+from specops_dag.errors import SpecopsError
+from specops_dag.files import sha256_file
+from specops_dag.process import end_with_run
+from specops_dag.workflow.catalog import Catalog
+from specops_dag.workflow.model import MAX_ATTEMPTS, Node, Workflow
+
+if TYPE_CHECKING:
+    from specops_dag.delivery.model import FileRef
+    from specops_dag.execution.step import StepOutcome
+
+deliveries = dg.DynamicPartitionsDefinition(name=PARTITIONS)
+
+
+def data_version(handoff: "dict[str, FileRef]") -> str:
+    hashes = json.dumps({k: v.sha256 for k, v in sorted(handoff.items())})
+    return hashlib.sha256(hashes.encode()).hexdigest()[:16]
+
+
+def validation_check(outcome: "StepOutcome") -> dg.AssetCheckResult:
+    """The blocking `validation` check: the report of the attempt that completed the step."""
+    data = outcome.validation or {}
+    metadata = {k: dg.MetadataValue.json(v) if isinstance(v, list | dict) else v
+                for k, v in data.items() if v is not None}
+    return dg.AssetCheckResult(check_name="validation", passed=bool(data.get("passed", True)),
+                               metadata=metadata or {"note": "no report recorded"})
+
+
+def handoff_check(outcome: "StepOutcome") -> dg.AssetCheckResult:
+    """`handoff_current`: the upstream handoffs this node consumed still have the same hash."""
+    return dg.AssetCheckResult(check_name="handoff_current", passed=not outcome.drift,
+                               severity=dg.AssetCheckSeverity.WARN,
+                               metadata={"drifted": dg.MetadataValue.json(list(outcome.drift))})
+
+
+def review_check(outcome: "StepOutcome") -> dg.AssetCheckResult:
+    """`review`: the evaluator's verdict of the last round (read from its saved report)."""
+    review = outcome.review or {}
+    metadata = {k: dg.MetadataValue.json(v) if isinstance(v, list | dict) else v
+                for k, v in review.items() if v is not None}
+    return dg.AssetCheckResult(check_name="review", passed=review.get("verdict") == "PASS",
+                               metadata=metadata or {"note": "no review recorded"})
+
+
+def materialization(outcome: "StepOutcome", delivery: str,
+                    reviewed: bool = False) -> dg.MaterializeResult:
+    metadata: dict[str, object] = {
+        "delivery": delivery,
+        "handoffs": dg.MetadataValue.json({k: v.model_dump() for k, v in outcome.handoff.items()}),
+        "attempt": outcome.attempt,
+        "duration_s": outcome.duration_s,
+        "reused": outcome.status == "reused",
+        "prompt_chars": outcome.prompt_chars,
+        **{f"handoff/{k}": dg.MetadataValue.path(v.path) for k, v in outcome.handoff.items()},
+    }
+    if outcome.usage is not None:
+        metadata["codex_thread_id"] = outcome.usage.thread_id or ""
+        metadata["tokens"] = dg.MetadataValue.json(outcome.usage.model_dump(
+            exclude={"attempt", "thread_id", "role"}))
+    metadata.update({f"tokens_{k}": v for k, v in outcome.tokens.items()})
+    if outcome.commits:
+        metadata.update({f"commit/{k}": v or "" for k, v in outcome.commits.items()})
+    checks = [validation_check(outcome), handoff_check(outcome)]
+    if reviewed:
+        checks.append(review_check(outcome))
+    return dg.MaterializeResult(metadata=metadata, check_results=checks,
+                                data_version=dg.DataVersion(data_version(outcome.handoff)))
+
+
+def node_code_version(catalog: Catalog, wf: Workflow, node: Node) -> str:
+    digest = hashlib.sha256(sha256_file(catalog.source("phase", node.phase).path).encode())
+    digest.update(node.model_dump_json().encode())
+    return digest.hexdigest()[:16]
+
+
+def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinition:
+    phase = catalog.phases[node.phase]
+
+    @dg.asset(
+        key=[wf.id, node.id],
+        deps=[dg.AssetKey([wf.id, up]) for up in node.needs],
+        group_name=wf.id.replace("-", "_"),
+        partitions_def=deliveries,
+        retry_policy=dg.RetryPolicy(max_retries=MAX_ATTEMPTS - 1),
+        code_version=node_code_version(catalog, wf, node),
+        output_required=False,  # blocked → no materialization → downstream skipped
+        kinds={phase.execution.executor.kind},
+        description=phase.execution.goal,
+        tags={"phase": node.phase},
+        # Agent nodes share the `codex` pool: `concurrency.pools` in dagster.yaml caps how many
+        # codex sessions run at once across all runs.
+        pool="codex" if phase.execution.executor.kind == "codex" else None,
+        check_specs=[dg.AssetCheckSpec("validation", asset=dg.AssetKey([wf.id, node.id]),
+                                       blocking=True,
+                                       description=f"validation `{phase.validation_mode}` after "
+                                       "each attempt (seed 001 §8)"),
+                     dg.AssetCheckSpec("handoff_current", asset=dg.AssetKey([wf.id, node.id]),
+                                       description="the consumed upstream handoffs are unchanged "
+                                       "and the node was not reopened"),
+                     *([dg.AssetCheckSpec("review", asset=dg.AssetKey([wf.id, node.id]),
+                                          description=f"evaluator `{node.review.phase}`, at most "
+                                          f"{node.review.max_rounds} rounds")]
+                       if node.review else [])],
+    )
+    def _node(context: dg.AssetExecutionContext, specops: SpecopsResource):
+        delivery = context.partition_key
+        end_with_run()  # a multiprocess step worker must not outlive a killed run
+        try:
+            outcome = specops.run_step(delivery, wf.id, node.id)
+        except SpecopsError as err:
+            raise dg.Failure(description=err.message, allow_retries=False) from err
+        if outcome.status in ("completed", "reused"):
+            yield materialization(outcome, delivery, reviewed=node.review is not None)
+        elif outcome.status in ("blocked", "skipped"):
+            context.log.warning(f"{node.id} of {delivery} {outcome.status}: {outcome.message}")
+            # Every declared check must be yielded; no materialization → downstream skipped.
+            for check in ("validation", "handoff_current", *(["review"] if node.review else [])):
+                yield dg.AssetCheckResult(check_name=check, passed=False,
+                                          severity=dg.AssetCheckSeverity.WARN,
+                                          metadata={"reason": outcome.message,
+                                                    "status": outcome.status})
+        else:
+            raise dg.Failure(description=f"{node.id} of {delivery}: {outcome.message}",
+                             metadata={"attempt": outcome.attempt},
+                             allow_retries=outcome.retryable)
+
+    return _node

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from specops_dag.dagster_adapter.definitions import build_definitions
+from specops_dag.delivery.store import Store
+
+from ..support.cli import job_execute, specops
+from ..support.harness import FAIL, command_phase
+
+
+def test_the_code_version_changes_when_the_phase_definition_changes(diamond_root: Path) -> None:
+    key = dg.AssetKey(["diamond", "b"])
+    before = build_definitions(diamond_root).resolve_asset_graph().get(key).code_version
+    phase = diamond_root / "workflow_defs/phases/p-b.yaml"
+    phase.write_text(phase.read_text().replace("Run p-b.", "Run p-b twice."))
+    after = build_definitions(diamond_root).resolve_asset_graph().get(key).code_version
+    assert before != after
+
+
+@pytest.mark.e2e
+def test_a_failing_node_gets_three_attempts_and_an_unrelated_branch_still_completes(
+        diamond_root: Path, clean_env: dict[str, str]) -> None:
+    (diamond_root / "workflow_defs/phases/p-b.yaml").write_text(
+        command_phase("p-b", FAIL, {"up": "a-out"}, {"out": "b-out"}))
+    assert specops(clean_env, diamond_root, "new", "diamond", "d1", "--request", "Go.").returncode == 0
+    run = job_execute(clean_env, diamond_root, "diamond_job", "d1")
+    assert run.returncode == 1
+    assert "resulted in failure" in run.stderr
+    state = Store(diamond_root).read("d1")
+    assert {s.name: s.status for s in state.steps} == {
+        "a": "completed", "b": "error", "c": "completed", "d": "pending"}
+    b = state.get_step("b")
+    assert b.attempts == 3
+    assert b.error_message.startswith("`python3 -c ")
+    assert b.failed_at is not None
+    with dg.DagsterInstance.get() as instance:
+        run_id = instance.get_runs(limit=1)[0].run_id
+        kinds = {dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_RESTARTED,
+                 dg.DagsterEventType.STEP_UP_FOR_RETRY}
+        events = [e.dagster_event.event_type for e in instance.all_logs(run_id, of_type=kinds)
+                  if e.step_key == "diamond__b"]
+        assert [e.value for e in events] == ["STEP_START", "STEP_UP_FOR_RETRY", "STEP_RESTARTED",
+                                             "STEP_UP_FOR_RETRY", "STEP_RESTARTED"]
