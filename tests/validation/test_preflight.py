@@ -71,7 +71,7 @@ def test_a_base_without_global_json_blocks_before_any_agent_call(tmp_path: Path,
     step = store.read("d1").get_step("write")
     assert (step.status, step.blocked_reason, step.usage) == ("blocked", NO_GLOBAL_JSON, [])
     assert not (tmp_path / "requests.jsonl").exists() or requests(tmp_path) == []
-    assert (step.preflight["passed"], step.preflight["stage"]) == (False, "global.json")
+    assert (step.preflight.passed, step.preflight.stage) == (False, "global.json")
 
 
 def test_the_sdk_policy_in_validation_yaml_lets_the_same_base_through(tmp_path: Path,
@@ -83,7 +83,7 @@ def test_the_sdk_policy_in_validation_yaml_lets_the_same_base_through(tmp_path: 
         outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
     assert outcome.status == "completed", outcome.message
     step = store.read("d1").get_step("write")
-    assert (step.preflight["passed"], step.preflight["sdk_version"]) == (True, "8.0.404")
+    assert (step.preflight.passed, step.preflight.sdk_version) == (True, "8.0.404")
     assert step.validation_report.sdk_version == "8.0.404"
 
 
@@ -106,8 +106,8 @@ def test_the_preflight_runs_once_per_base_commit_and_shows_in_status(tmp_path: P
         "restore", "--version", "msbuild", "msbuild", "restore", "build", "msbuild", "msbuild",
         "test"]
     d1, d2 = (store.read(d).get_step("write") for d in ("d1", "d2"))
-    assert (d1.preflight["cached"], d2.preflight["cached"]) == (False, True)
-    assert d1.preflight["commit"] == d2.preflight["commit"] == d1.base_commit
+    assert (d1.preflight.cached, d2.preflight.cached) == (False, True)
+    assert d1.preflight.commit == d2.preflight.commit == d1.base_commit
     status = subprocess.run([str(VENV_BIN / "specops"), "--root", str(store.root), "status",
                              "d2"], capture_output=True, text=True, timeout=60,
                             stdin=subprocess.DEVNULL)
@@ -177,7 +177,7 @@ def test_a_delivery_may_choose_the_regressions_judge_for_every_step(tmp_path: Pa
         outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
     assert outcome.status == "completed", outcome.message
     step = store.read("d1").get_step("write")
-    assert (step.preflight["judge"], step.preflight["warnings"]) == (
+    assert (step.preflight.judge, step.preflight.warnings) == (
         "regressions", ["src/Calc/Calculator.cs: warning CS0168: The variable 'e' is declared but "
                         "never used"])
     assert outcome.validation["stage"] == "regressions"
@@ -205,7 +205,7 @@ def test_a_run_killed_during_the_preflight_checks_the_base_again_before_the_agen
         run = job_execute(env, root, "agentic_job", "d1")
     assert run.returncode == 0, run.stderr[-2000:]
     step = Store(root).read("d1").get_step("write")
-    assert (step.status, step.attempts, step.preflight["passed"]) == ("completed", 2, True)
+    assert (step.status, step.attempts, step.preflight.passed) == ("completed", 2, True)
     assert len([r for r in requests(tmp_path) if r["node"] == "write"]) >= 1
     assert len({r["thread"] for r in requests(tmp_path) if r["node"] == "write"}) == 1
 
