@@ -223,3 +223,19 @@ def test_a_base_whose_sdk_is_not_installed_says_what_to_install_or_change(
         "global.json; installed SDKs: 8.0.404 [/usr/share/dotnet/sdk]; install an 8.0 SDK that "
         "global.json accepts, or change global.json's sdk.version or rollForward to an installed "
         "one; then `specops resume d1 write`")
+
+
+def test_a_cached_preflight_with_a_key_this_version_does_not_write_is_validated_again(
+        tmp_path: Path) -> None:
+    from specops_dag.validation.dotnet import ValidationReport
+    from specops_dag.validation.preflight import cache_path, cached_pass
+    from specops_dag.workflow.model import ValidationConfig
+
+    config, commit = ValidationConfig(), "d062c268797ee474587a19338daa23e965584f1a"
+    path = cache_path(tmp_path, commit, config)
+    record = {**ValidationReport(True, "full", "test", "ok").as_metadata(), "commit": commit,
+              "checked_at": "2026-12-01T20:58:23Z", "cached": False, "cache": str(path)}
+    path.write_text(json.dumps(record))
+    assert cached_pass(tmp_path, commit, config) == {**record, "cached": True}
+    path.write_text(json.dumps({**record, "cache_hit": True}))
+    assert cached_pass(tmp_path, commit, config) is None
