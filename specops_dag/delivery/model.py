@@ -98,6 +98,65 @@ class Usage(Model):
 METADATA_PENDING = "pending"  # commits.metadata between completion and the metadata commit
 
 
+class Record(Model):
+    """A record written as it was given: only the fields it was made with (or read from the file
+    with) are written back, so a field a writer never sets stays absent — a round that never got
+    a report, a preflight not read from its cache — and an index.json written before these
+    records were typed reads and writes back byte-identically."""
+
+    @model_serializer(mode="wrap")
+    def _as_given(self, handler: SerializerFunctionWrapHandler) -> dict:
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
+
+
+class CommandRecord(Record):
+    """One dotnet call of a validation (`validation.dotnet.Run.dotnet`)."""
+
+    stage: str
+    command: str
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    timed_out: bool = False
+
+
+class ProjectRecord(Record):
+    """The TRX totals of one test project (`validation.dotnet.run_tests`)."""
+
+    project: str
+    verdict: str
+    total: int = 0
+    executed: int = 0
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    failed_tests: list[str] = []
+    skipped_tests: list[str] = []
+    trx: str | None = None
+
+
+class NamesSideBySide(Record):
+    base: list[str] = []
+    attempt: list[str] = []
+
+
+class CountSideBySide(Record):
+    base: int = 0
+    attempt: int = 0
+
+
+class BaselineRecord(Record):
+    """Base and attempt side by side under `judge: regressions` (`validation.baseline.compare`)."""
+
+    base_commit: str | None = None
+    warnings: NamesSideBySide = NamesSideBySide()
+    failing_tests: NamesSideBySide = NamesSideBySide()
+    skipped_tests: NamesSideBySide = NamesSideBySide()
+    executed: CountSideBySide = CountSideBySide()
+    new_warnings: list[str] = []
+    new_failing_tests: list[str] = []
+    new_skipped_tests: list[str] = []
+
+
 class ValidationRecord(Model):
     """An attempt's validation verdict as its step keeps it: `validation.dotnet.ValidationReport`
     as data (the same fields, in order; a test holds them equal)."""
@@ -121,21 +180,10 @@ class ValidationRecord(Model):
     blame: str = "attempt"
     judge: str = "absolute"
     sdk_version: str | None = None
-    commands: list[dict] = []  # every dotnet call: command, stage, exit code, duration
-    projects: list[dict] = []  # TRX totals per test project, failed and skipped names
+    commands: list[CommandRecord] = []  # every dotnet call: command, stage, exit code, duration
+    projects: list[ProjectRecord] = []  # TRX totals per test project, failed and skipped names
     warnings: list[str] = []  # build warnings seen (regressions judge), repo-relative
-    baseline: dict | None = None  # base and attempt side by side (regressions judge)
-
-
-class Record(Model):
-    """A record written as it was given: only the fields it was made with (or read from the file
-    with) are written back, so a field a writer never sets stays absent — a round that never got
-    a report, a preflight not read from its cache — and an index.json written before these
-    records were typed reads and writes back byte-identically."""
-
-    @model_serializer(mode="wrap")
-    def _as_given(self, handler: SerializerFunctionWrapHandler) -> dict:
-        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
+    baseline: BaselineRecord | None = None  # base and attempt side by side (regressions judge)
 
 
 class PreflightRecord(Record, ValidationRecord):

@@ -290,13 +290,21 @@ REVIEWS = [
 
 
 def preflight_record(**extra: object) -> dict:
+    from specops_dag.validation.baseline import baseline_of, compare
     from specops_dag.validation.dotnet import ValidationReport
 
     report = ValidationReport(True, "full", "test", "1 test project(s): 2 of 2 tests executed",
                               total=2, executed=2, passed_tests=2, sdk_version="8.0.404",
                               commands=({"stage": "sdk", "command": "dotnet --version",
                                          "exit_code": 0, "duration_s": 0.409,
-                                         "timed_out": False},))
+                                         "timed_out": False},),
+                              projects=({"project": "tests/Calc.Tests/Calc.Tests.csproj",
+                                         "verdict": "passed", "total": 2, "executed": 2,
+                                         "passed": 2, "failed": 0, "skipped": 0,
+                                         "failed_tests": [], "skipped_tests": [],
+                                         "trx": "validation/preflight/trx-08/results.trx"},),
+                              baseline=compare(baseline_of({"warnings": ["w1"]}), ["w1", "w2"],
+                                               []))
     return {**report.as_metadata(), "commit": "d062c268797ee474587a19338daa23e965584f1a",
             "checked_at": "2026-12-01T20:58:23Z", **extra}
 
@@ -359,6 +367,17 @@ def test_an_index_json_written_with_untyped_review_and_preflight_records_reads_a
      "Input should be a valid boolean, unable to interpret input"),
     (0, {"preflight": preflight_record(cached=False, cache_hit=True)},
      "steps[0].preflight.cache_hit", "Extra inputs are not permitted"),
+    (2, {"validation_report": {**preflight_record(), "commit": None}},
+     "steps[2].validation_report.commit", "Extra inputs are not permitted"),
+    (0, {"preflight": {**preflight_record(cached=False), "commands": [
+        {"stage": "sdk", "command": "dotnet --version", "exit_code": "zero"}]}},
+     "steps[0].preflight.commands[0].exit_code",
+     "Input should be a valid integer, unable to parse string as an integer"),
+    (0, {"preflight": {**preflight_record(cached=False), "projects": [{"project": "T.csproj"}]}},
+     "steps[0].preflight.projects[0].verdict", "Field required"),
+    (0, {"preflight": {**preflight_record(cached=False), "baseline": {"executed": {"base": 2,
+                                                                                 "now": 2}}}},
+     "steps[0].preflight.baseline.executed.now", "Extra inputs are not permitted"),
 ])
 def test_a_review_or_preflight_record_of_the_wrong_shape_is_an_exact_load_error_naming_the_file_and_field(  # noqa: E501
         diamond_root: Path, step: int, records: dict, field: str, message: str) -> None:
@@ -412,3 +431,15 @@ def test_a_review_round_keeps_its_qa_report_and_usage_with_exactly_their_fields(
                   checks=(QaCheck("todos", "probe", "failed", "500", ("a.txt",)),),
                   logs=("app.out.txt",))
     assert QaRecord.model_validate(qa.as_record()).model_dump() == qa.as_record()
+
+
+def test_a_validation_records_baseline_has_exactly_the_fields_the_regressions_judge_compares(
+        ) -> None:
+    from specops_dag.delivery.model import BaselineRecord
+    from specops_dag.validation.baseline import baseline_of, compare
+
+    comparison = compare(baseline_of({"warnings": ["w1"], "projects": [
+        {"failed_tests": ["T.a"], "executed": 3}]}), ["w1", "w2"], [
+        {"failed_tests": ["T.a", "T.b"], "skipped_tests": ["T.c"], "executed": 2}])
+    assert list(BaselineRecord.model_fields) == list(comparison)
+    assert BaselineRecord.model_validate(comparison).model_dump() == comparison

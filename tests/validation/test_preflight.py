@@ -162,7 +162,7 @@ def test_a_pre_existing_warning_blocks_under_absolute_and_is_the_baseline_under_
         "base: 1 new warning(s): src/Calc/Calculator.cs: warning CS0219:")
     assert second.status == "completed", second.message
     report = store.read("d1").get_step("write").validation_report
-    assert report.baseline["warnings"] == {
+    assert report.baseline.warnings.model_dump() == {
         "base": ["src/Calc/Calculator.cs: warning CS0168: The variable 'e' is declared but "
                  "never used"],
         "attempt": ["src/Calc/Calculator.cs: warning CS0168: The variable 'e' is declared but "
