@@ -305,9 +305,9 @@ def review_lines(state: Delivery, step: Step, catalog: Catalog, attempt: int) ->
     if step.reviews:
         out.append("Scores of the earlier rounds:")
         for r in step.reviews:
-            scores = ", ".join(f"{cid} {score}" for cid, score in (r.get("scores") or {}).items())
-            out.append(f"- round {r.get('round')}: {r.get('verdict')}"
-                       + (f" ({scores})" if scores else "") + f" — {r.get('reason')}")
+            scores = ", ".join(f"{cid} {score}" for cid, score in r.scores.items())
+            out.append(f"- round {r.round}: {r.verdict}"
+                       + (f" ({scores})" if scores else "") + f" — {r.reason}")
         out.append("If the scores did not rise since the last round, change your approach "
                    "rather than polishing the same one.")
     return out

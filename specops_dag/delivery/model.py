@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from specops_dag.delivery.queries import get_step
 from specops_dag.errors import StateError
@@ -99,6 +99,65 @@ class Usage(Model):
 METADATA_PENDING = "pending"  # commits.metadata between completion and the metadata commit
 
 
+class Record(Model):
+    """A record written as it was given: only the fields it was made with (or read from the file
+    with) are written back, so a field a writer never sets stays absent — a round that never got
+    a report, a preflight not read from its cache — and an index.json written before these
+    records were typed reads and writes back byte-identically."""
+
+    @model_serializer(mode="wrap")
+    def _as_given(self, handler: SerializerFunctionWrapHandler) -> dict:
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
+
+
+class CommandRecord(Record):
+    """One dotnet call of a validation (`validation.dotnet.Run.dotnet`)."""
+
+    stage: str
+    command: str
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    timed_out: bool = False
+
+
+class ProjectRecord(Record):
+    """The TRX totals of one test project (`validation.dotnet.run_tests`)."""
+
+    project: str
+    verdict: str
+    total: int = 0
+    executed: int = 0
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    failed_tests: list[str] = []
+    skipped_tests: list[str] = []
+    trx: str | None = None
+
+
+class NamesSideBySide(Record):
+    base: list[str] = []
+    attempt: list[str] = []
+
+
+class CountSideBySide(Record):
+    base: int = 0
+    attempt: int = 0
+
+
+class BaselineRecord(Record):
+    """Base and attempt side by side under `judge: regressions` (`validation.baseline.compare`)."""
+
+    base_commit: str | None = None
+    warnings: NamesSideBySide = NamesSideBySide()
+    failing_tests: NamesSideBySide = NamesSideBySide()
+    skipped_tests: NamesSideBySide = NamesSideBySide()
+    executed: CountSideBySide = CountSideBySide()
+    new_warnings: list[str] = []
+    new_failing_tests: list[str] = []
+    new_skipped_tests: list[str] = []
+
+
 class ValidationRecord(Model):
     """An attempt's validation verdict as its step keeps it: `validation.dotnet.ValidationReport`
     as data (the same fields, in order; a test holds them equal)."""
@@ -122,10 +181,75 @@ class ValidationRecord(Model):
     blame: str = "attempt"
     judge: str = "absolute"
     sdk_version: str | None = None
-    commands: list[dict] = []  # every dotnet call: command, stage, exit code, duration
-    projects: list[dict] = []  # TRX totals per test project, failed and skipped names
+    commands: list[CommandRecord] = []  # every dotnet call: command, stage, exit code, duration
+    projects: list[ProjectRecord] = []  # TRX totals per test project, failed and skipped names
     warnings: list[str] = []  # build warnings seen (regressions judge), repo-relative
-    baseline: dict | None = None  # base and attempt side by side (regressions judge)
+    baseline: BaselineRecord | None = None  # base and attempt side by side (regressions judge)
+
+
+class PreflightRecord(Record, ValidationRecord):
+    """The base tree's validation before a step's first agent call (`validation.preflight`): the
+    ValidationReport's fields, then where and when it ran; `cache` only when read from it."""
+
+    commit: str | None = None  # the base commit validated (None: a folder outside git)
+    checked_at: str | None = None
+    cached: bool = False  # reused from the cache of a passing base, not run for this step
+    cache: str | None = None  # that cache file
+
+
+class ReviewUsage(Model):
+    """The tokens of a review round's evaluator sessions together (`Usage` without attempt and
+    role: the round is the attempt, the role is the evaluator's)."""
+
+    thread_id: str | None = None
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_output_tokens: int = 0
+
+
+class QaCheckRecord(Record):
+    """One probe or page of a round's QA (`validation.qa.QaCheck` as data)."""
+
+    id: str
+    kind: Literal["probe", "page"]
+    status: Literal["passed", "failed", "skipped"]
+    detail: str
+    files: list[str] = []
+
+
+class QaRecord(Record):
+    """A round's QA against the running application: `validation.qa.QaReport.as_record()` (its
+    fields but the logs, checks last)."""
+
+    status: Literal["passed", "failed", "skipped"]
+    reason: str
+    stage: str
+    commit: str | None = None
+    tree: str | None = None
+    url: str | None = None
+    evidence: str | None = None
+    duration_s: float = 0.0
+    checks: list[QaCheckRecord] = []
+
+
+class ReviewRecord(Record):
+    """One evaluator round of a node with `review:`, in the order its writers set the fields.
+    A round stopped before the evaluator's report (QA required but skipped, the session's
+    environment failed) has no scores, report or denials."""
+
+    round: int
+    verdict: Literal["PASS", "BLOCK", "MALFORMED"]
+    reason: str
+    scores: dict[str, int] = {}  # criterion id -> 0..10, declared order
+    report: str | None = None  # the saved report, relative to the harness root
+    sandbox_denials: list[str] = []  # commands the read-only sandbox refused
+    thread_id: str | None = None
+    transcript: str | None = None  # the session's JSONL, relative to the harness root
+    reasked: str | None = None  # why the round's first report could not be read
+    usage: ReviewUsage | None = None
+    qa_status: Literal["passed", "failed", "skipped"] | None = None
+    qa: QaRecord | None = None
 
 
 TaskStatus = Literal["pending", "running", "built", "merged", "failed", "blocked"]
@@ -180,13 +304,13 @@ class Step(Model):
     base_commit: str | None = None
     commits: dict[str, str | None] = {}  # product / metadata SHAs of the completing attempt
     validation_report: ValidationRecord | None = None
-    reviews: list[dict] = []  # evaluator rounds: round, verdict, reason, scores, report path
+    reviews: list[ReviewRecord] = []  # evaluator rounds, oldest first
     gates: list[str] = []
     owner: Owner | None = None
     feedback: str | None = None  # a person's reopen reason or gate rejection, for the next prompt
     delivery_handoff: str | None = None  # sha256 of docs/phase/<d>/handoff.md as it completed
     preparation: str | None = None  # what the executor did to the worktree before attempt 1
-    preflight: dict | None = None  # the base tree's validation before the first agent call
+    preflight: PreflightRecord | None = None  # the base tree's validation before the first call
     # A node that may run beside others works in its own worktree on its own branch
     # (`feat-<d>+<node>`, from the merge of its upstream nodes' results), merged into
     # feat-<d> when it completes; `worktree` is set while that worktree exists.

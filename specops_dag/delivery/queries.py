@@ -15,7 +15,7 @@ from specops_dag.errors import UsageError
 from specops_dag.files import WORKTREES, sha256_file
 
 if TYPE_CHECKING:
-    from specops_dag.delivery.model import Delivery, Owner, Step, Usage
+    from specops_dag.delivery.model import Delivery, Owner, PreflightRecord, Step, Usage
 
 
 STATUS_MARK = {"completed": "✔", "running": "…", "pending": "·", "error": "✘", "blocked": "■"}
@@ -295,14 +295,14 @@ def render_status(state: Delivery, report: dict) -> str:
     return "\n".join(lines)
 
 
-def preflight_line(record: dict) -> str:
+def preflight_line(record: PreflightRecord) -> str:
     """The base tree's validation before the first agent call (issue 16), in one line."""
-    commit = (record.get("commit") or "")[:12] or "the working folder"
-    verdict = "passed" if record.get("passed") else f"failed at `{record.get('stage')}`"
-    cached = ", cached" if record.get("cached") else ""
-    sdk = f", SDK {record['sdk_version']}" if record.get("sdk_version") else ""
-    return (f"preflight {verdict} on {commit} (judge {record.get('judge', 'absolute')}{sdk}"
-            f"{cached}): {str(record.get('message', ''))[:160]}")
+    commit = (record.commit or "")[:12] or "the working folder"
+    verdict = "passed" if record.passed else f"failed at `{record.stage}`"
+    cached = ", cached" if record.cached else ""
+    sdk = f", SDK {record.sdk_version}" if record.sdk_version else ""
+    return (f"preflight {verdict} on {commit} (judge {record.judge}{sdk}"
+            f"{cached}): {record.message[:160]}")
 
 
 def risk_lines(state: Delivery, risks: list[dict]) -> list[str]:

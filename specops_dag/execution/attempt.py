@@ -41,7 +41,16 @@ from specops_dag.agent.review import (
 )
 from specops_dag.delivery.budget import budget_spent
 from specops_dag.delivery.lifecycle import workdir
-from specops_dag.delivery.model import Delivery, FileRef, Step, Usage
+from specops_dag.delivery.model import (
+    Delivery,
+    FileRef,
+    PreflightRecord,
+    QaRecord,
+    ReviewRecord,
+    ReviewUsage,
+    Step,
+    Usage,
+)
 from specops_dag.delivery.queries import agent_path
 from specops_dag.delivery.store import Store
 from specops_dag.errors import ToolMissing
@@ -70,11 +79,11 @@ class AttemptResult:
     message: str = ""
     prompt_chars: int = 0
     validation: ValidationReport | None = None
-    review: dict | None = None  # the evaluator's verdict of this round, when the node has one
+    review: ReviewRecord | None = None  # the evaluator's round, when the node has one
     review_exhausted: bool = False
     preparation: str | None = None  # what was done to the worktree before the first call
     review_usage: Usage | None = None  # the evaluator's sessions of this round, together
-    preflight: dict | None = None  # the base tree's validation, before the first call
+    preflight: PreflightRecord | None = None  # the base tree's validation, before the first call
 
 
 def cache_dirs(store: Store) -> dict[str, Path]:
@@ -108,17 +117,18 @@ def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
         checked = base_check(store, state, step, catalog)
         if checked is not None and not checked.ok:
             return AttemptResult(False, block_reason(checked.record, state.phase, step.name),
-                                 environment=True, preflight=checked.record)
+                                 environment=True, preflight=step.preflight)
         if kind == "command":
             result = run_command_attempt(store, state, step, catalog)
         else:
             result = run_codex_attempt(store, state, step, catalog, settings,
                                        restored=checked is not None and not checked.cached
-                                       and checked.record.get("target_found") is True)
+                                       and step.preflight is not None
+                                       and step.preflight.target_found is True)
     except ToolMissing as err:
         return AttemptResult(False, f"environment error: {err.message}", environment=True,
-                             preflight=checked.record if checked else None)
-    return replace(result, preflight=checked.record) if checked is not None else result
+                             preflight=step.preflight if checked else None)
+    return replace(result, preflight=step.preflight) if checked is not None else result
 
 
 def preflight_cache(store: Store) -> Path:
@@ -142,7 +152,7 @@ def base_check(store: Store, state: Delivery, step: Step, catalog: Catalog) -> P
     checked = run_preflight(workdir(store, state, step), step.base_commit,
                             layout_of(catalog, state, step), preflight_cache(store),
                             folder / "validation" / "preflight", step_env(store, state, step))
-    step.preflight = checked.record
+    step.preflight = PreflightRecord.model_validate(checked.record)
     return checked
 
 
@@ -308,9 +318,9 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
         reason = (f"review round {round_no}: QA against the running application is required by "
                   f"phase `{phase_id}` (qa.required) but was skipped: {qa.reason}; no evaluator "
                   f"call was made: fix it, then `specops resume {state.phase} {step.name}`")
-        return AttemptResult(False, reason, environment=True, review={
-            "round": round_no, "verdict": "BLOCK", "reason": reason, "qa_status": qa.status,
-            "qa": qa.as_record()})
+        return AttemptResult(False, reason, environment=True, review=ReviewRecord(
+            round=round_no, verdict="BLOCK", reason=reason, qa_status=qa.status,
+            qa=QaRecord.model_validate(qa.as_record())))
     if qa is not None:
         lines += qa_read_lines(store.root / (qa.evidence or ""), qa, repo)
     text = evaluator_prompt_section(phase.execution.criteria, step.name, lines, round_no,
@@ -322,29 +332,30 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
                             spent_s=qa.duration_s if qa else 0.0)
     first = session.evaluate(prompt, "")
     outcome = first
-    if first.review.verdict == "MALFORMED" and first.record["verdict"] == "MALFORMED":
+    if first.review.verdict == "MALFORMED" and first.record.verdict == "MALFORMED":
         outcome = session.evaluate(prompt + "\n\n" + REASK.format(reason=first.review.reason),
                                    "-reask")
-        outcome.record["reasked"] = first.record["reason"]
+        outcome.record.reasked = first.record.reason
     usage = outcome.usage if outcome is first else first.usage.model_copy(update={
         k: getattr(first.usage, k) + getattr(outcome.usage, k) for k in TOKEN_FIELDS})
-    record = {**outcome.record, "usage": usage.model_dump(exclude={"role", "attempt", "task"})}
-    evaluator_passed, evaluator_reason = record["verdict"] == "PASS", record["reason"]
+    record = outcome.record.model_copy(update={"usage": ReviewUsage.model_validate(
+        usage.model_dump(exclude={"role", "attempt", "task"}))})
+    evaluator_passed, evaluator_reason = record.verdict == "PASS", record.reason
     qa_failure = judge_with_qa(record, qa, store.root, repo)
     if outcome.environment:
         return AttemptResult(False, outcome.environment, environment=True, review=record,
                              review_usage=usage)
-    if record["verdict"] == "PASS":
+    if record.verdict == "PASS":
         return replace(generated, review=record, review_usage=usage)
-    if record["verdict"] == "MALFORMED":
+    if record.verdict == "MALFORMED":
         return AttemptResult(False, f"review round {round_no}: the evaluator's report could not "
-                             f"be read twice ({record['reason']}); it is not charged to the "
-                             f"generator: read {record['report']}, then `specops resume "
+                             f"be read twice ({record.reason}); it is not charged to the "
+                             f"generator: read {record.report}, then `specops resume "
                              f"{state.phase} {step.name}`", environment=True, review=record,
                              review_usage=usage)
-    shown = agent_path(store.root / record["report"], repo)
+    shown = agent_path(store.root / (record.report or ""), repo)
     if evaluator_passed or evaluator_reason != outcome.review.reason:
-        feedback = (f"review round {round_no} blocked: {record['reason']}; read the full report "
+        feedback = (f"review round {round_no} blocked: {record.reason}; read the full report "
                     f"at {shown}")
     else:
         feedback = feedback_for_generator(outcome.review, shown)
@@ -354,19 +365,20 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
                          review_exhausted=round_no >= max_rounds, review_usage=usage)
 
 
-def judge_with_qa(record: dict, qa: QaReport | None, root: Path, repo: Path) -> str | None:
+def judge_with_qa(record: ReviewRecord, qa: QaReport | None, root: Path, repo: Path
+                  ) -> str | None:
     """Put the round's QA into its review record; a failed QA blocks the round whatever the
     evaluator said (a PASS is overruled). Returns the QA failure for the generator, or None."""
     if qa is None:
         return None
-    record.update(qa_status=qa.status, qa=qa.as_record())
-    if qa.status != "failed" or record["verdict"] not in ("PASS", "BLOCK"):
+    record.qa_status, record.qa = qa.status, QaRecord.model_validate(qa.as_record())
+    if qa.status != "failed" or record.verdict not in ("PASS", "BLOCK"):
         return None
     failure = (f"QA against the running application failed: {qa.reason} (evidence in "
                f"{agent_path(root / (qa.evidence or ''), repo)}/)")
-    record["reason"] = (f"{failure}; it overrules the evaluator's PASS"
-                        if record["verdict"] == "PASS" else f"{record['reason']}; {failure}")
-    record["verdict"] = "BLOCK"
+    record.reason = (f"{failure}; it overrules the evaluator's PASS"
+                     if record.verdict == "PASS" else f"{record.reason}; {failure}")
+    record.verdict = "BLOCK"
     return failure
 
 
@@ -418,7 +430,7 @@ class Evaluation:
     """One evaluator session of a round: its verdict, record, usage and transcript paths."""
 
     review: Review
-    record: dict
+    record: ReviewRecord
     usage: Usage
     environment: str | None = None
 
@@ -475,9 +487,9 @@ class ReviewSession:
         transcript = base.with_name(base.name + ".jsonl").relative_to(store.root).as_posix()
         if run.environment_error:
             review = Review("BLOCK", {}, (), run.environment_error, "")
-            return Evaluation(review, {"round": self.round_no, "verdict": "BLOCK",
-                                       "reason": run.environment_error,
-                                       "transcript": transcript}, usage,
+            return Evaluation(review, ReviewRecord(round=self.round_no, verdict="BLOCK",
+                                                   reason=run.environment_error,
+                                                   transcript=transcript), usage,
                               redact(run.environment_error, secrets))
         home = Path(env.get("CODEX_HOME") or Path.home() / ".codex")
         denied = sandbox_denials(home, run.thread_id)
@@ -485,16 +497,18 @@ class ReviewSession:
                    if state.worktree else [])
         report = save_report(folder, step.name, self.round_no, extract_review_block(said), said)
         review = read_review(report, execution.criteria)
-        record = {"round": self.round_no, "verdict": review.verdict, "reason": review.reason,
-                  "scores": review.scores, "report": report.relative_to(store.root).as_posix(),
-                  "sandbox_denials": denied, "thread_id": run.thread_id,
-                  "transcript": transcript}
+        record = ReviewRecord(round=self.round_no, verdict=review.verdict, reason=review.reason,
+                              scores=review.scores,
+                              report=report.relative_to(store.root).as_posix(),
+                              sandbox_denials=denied, thread_id=run.thread_id,
+                              transcript=transcript)
         if changed:
-            record.update(verdict="BLOCK",
-                          reason=f"the evaluator changed files: {', '.join(changed)}")
+            record.verdict = "BLOCK"
+            record.reason = f"the evaluator changed files: {', '.join(changed)}"
         if not run.ok:
-            record.update(verdict="BLOCK", reason="the evaluator run failed: " + run.failure(
-                timeout_s, execution.idle_timeout_s))
+            record.verdict = "BLOCK"
+            record.reason = "the evaluator run failed: " + run.failure(
+                timeout_s, execution.idle_timeout_s)
         return Evaluation(review, record, usage)
 
 
@@ -524,8 +538,9 @@ def baseline_for(store: Store, step: Step, config: ValidationConfig) -> dict | N
     (a run killed after its preflight), else an empty baseline — strict, never unchecked."""
     if config.judge != "regressions":
         return None
-    return (step.preflight or cached_pass(preflight_cache(store), step.base_commit, config)
-            or {})
+    if step.preflight is not None:
+        return step.preflight.model_dump()
+    return cached_pass(preflight_cache(store), step.base_commit, config) or {}
 
 
 def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> AttemptResult:

@@ -73,7 +73,7 @@ class StepOutcome:
     drift: tuple[str, ...] = ()  # consumed upstream handoffs whose hash changed since
     commits: dict[str, str | None] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)  # attempt / node / delivery totals
-    review: dict | None = None  # the last evaluator round, for nodes with `review:`
+    review: dict | None = None  # the last evaluator round (ReviewRecord as metadata)
 
 
 def run_step(store: Store, delivery: str, node: str, workflow: str | None = None,
@@ -105,7 +105,7 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
     finish_attempt(store, delivery, node, result, final=final)
     took = round(time.monotonic() - started, 3)
     extra = {"usage": result.usage, "prompt_chars": result.prompt_chars, "duration_s": took,
-             "review": result.review,
+             "review": result.review.model_dump() if result.review else None,
              "attempt": step.attempts,
              "validation": result.validation.as_metadata() if result.validation else None}
     if result.ok:
@@ -338,7 +338,7 @@ def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
                                        if step.validation_report else None),
                            drift=tuple(step_drift(store.root, step)), commits=step.commits,
                            tokens=token_totals(state, name, None),
-                           review=step.reviews[-1] if step.reviews else None)
+                           review=step.reviews[-1].model_dump() if step.reviews else None)
     if step.status == "error":
         return StepOutcome("error", name, f"step `{name}` is in error since {step.failed_at}: "
                            f"{step.error_message}; fix the cause, then `specops resume {d} {name}`")

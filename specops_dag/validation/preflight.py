@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from specops_dag.files import now_iso, write_json_atomic
-from specops_dag.validation.dotnet import DEADLINE_S, validate_full
+from specops_dag.validation.dotnet import DEADLINE_S, ValidationReport, validate_full
 from specops_dag.workflow.model import ValidationConfig
 
 CACHE_VERSION = 1
@@ -28,6 +28,9 @@ ADVICE = {
     "test": "fix the base's tests, or set `validation.judge: regressions` in "
             "workflow_defs/validation.yaml (or the phase) to judge attempts only on what they add",
 }
+# The keys of a record (delivery.model.PreflightRecord holds the same): the report's, then these.
+RECORD_KEYS = (*(f.name for f in fields(ValidationReport)), "commit", "checked_at", "cached",
+               "cache")
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,10 @@ def cached_pass(cache_dir: Path, commit: str | None, config: ValidationConfig) -
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
-    return {**record, "cached": True} if isinstance(record, dict) and record.get(
-        "passed") is True else None
+    if not isinstance(record, dict) or record.get("passed") is not True or not set(
+            record) <= set(RECORD_KEYS):
+        return None  # a failure, or not a record this version writes: validate the base again
+    return {**record, "cached": True}
 
 
 def run_preflight(target: Path, commit: str | None, config: ValidationConfig, cache_dir: Path,

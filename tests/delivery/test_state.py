@@ -254,3 +254,192 @@ def test_a_validation_record_has_exactly_the_fields_of_a_validation_report_in_or
         f.name for f in dataclasses.fields(ValidationReport)]
     report = ValidationReport(False, "full", "test", "1 failed", failing_tests=("T.a",))
     assert ValidationRecord(**report.as_metadata()).model_dump() == report.as_metadata()
+
+
+# Records as the untyped (dict) writers put them in index.json, one per shape they wrote: a QA
+# failure that overrules a PASS, a re-asked round, a required QA skipped before any evaluator
+# call, an evaluator session whose environment failed; a preflight read from its cache.
+QA_FAILED = {"status": "failed", "reason": "probe `todos` GET /todos: expected status 200, got 500",
+             "stage": "probes", "commit": "b826d0dc5991651fc123cb2457eef4280a0beb66",
+             "tree": "1215f5357e30ce79870778134503c82fa3e8957b", "url": "http://127.0.0.1:57127",
+             "evidence": "phases/d1/b/reviews/b-r1-qa/", "duration_s": 1.012, "checks": [
+                 {"id": "health", "kind": "probe", "status": "passed",
+                  "detail": "GET /health: 200 as expected",
+                  "files": ["phases/d1/b/reviews/b-r1-qa/probe-health.request.txt"]},
+                 {"id": "todos", "kind": "probe", "status": "failed",
+                  "detail": "GET /todos: expected status 200, got 500", "files": []}]}
+USAGE = {"thread_id": "01a23365-d021-7eb0", "input_tokens": 2000, "cached_input_tokens": 0,
+         "output_tokens": 400, "reasoning_output_tokens": 0}
+REVIEWS = [
+    {"round": 1, "verdict": "BLOCK", "reason": "QA against the running application failed: …",
+     "scores": {"complete": 9, "clear": 7}, "report": "phases/d1/b/reviews/b-r1-report.md",
+     "sandbox_denials": [], "thread_id": "01a23365-d021-7eb0",
+     "transcript": "phases/d1/b/reviews/sessions/b-r1.jsonl", "usage": USAGE,
+     "qa_status": "failed", "qa": QA_FAILED},
+    {"round": 2, "verdict": "PASS", "reason": "all criteria met", "scores": {"complete": 9},
+     "report": "phases/d1/b/reviews/b-r2-report.md", "sandbox_denials": ['{"cmd": "touch x"}'],
+     "thread_id": None, "transcript": "phases/d1/b/reviews/sessions/b-r2-reask.jsonl",
+     "reasked": "malformed report: no <<<REVIEW … >>> block in the evaluator's last message; "
+                "excerpt: Looks great to me!", "usage": USAGE},
+    {"round": 3, "verdict": "BLOCK", "reason": "review round 3: QA … was skipped",
+     "qa_status": "skipped", "qa": {**QA_FAILED, "status": "skipped", "stage": "setup",
+                                    "commit": None, "tree": None, "url": None, "checks": []}},
+    {"round": 3, "verdict": "BLOCK", "reason": "codex: not logged in",
+     "transcript": "phases/d1/b/reviews/sessions/b-r3.jsonl", "usage": USAGE},
+]
+
+
+def preflight_record(**extra: object) -> dict:
+    from specops_dag.validation.baseline import baseline_of, compare
+    from specops_dag.validation.dotnet import ValidationReport
+
+    report = ValidationReport(True, "full", "test", "1 test project(s): 2 of 2 tests executed",
+                              total=2, executed=2, passed_tests=2, sdk_version="8.0.404",
+                              commands=({"stage": "sdk", "command": "dotnet --version",
+                                         "exit_code": 0, "duration_s": 0.409,
+                                         "timed_out": False},),
+                              projects=({"project": "tests/Calc.Tests/Calc.Tests.csproj",
+                                         "verdict": "passed", "total": 2, "executed": 2,
+                                         "passed": 2, "failed": 0, "skipped": 0,
+                                         "failed_tests": [], "skipped_tests": [],
+                                         "trx": "validation/preflight/trx-08/results.trx"},),
+                              baseline=compare(baseline_of({"warnings": ["w1"]}), ["w1", "w2"],
+                                               []))
+    return {**report.as_metadata(), "commit": "d062c268797ee474587a19338daa23e965584f1a",
+            "checked_at": "2026-12-01T20:58:23Z", **extra}
+
+
+def with_records(store: Store, step: int, **records: object) -> str:
+    """Put `records` into steps[step] of d1's index.json as the dict-typed Step serialised them
+    (pydantic's JSON of plain values); the file's new text."""
+    import pydantic_core
+
+    path = store.index_path("d1")
+    data = json.loads(path.read_text())
+    data["steps"][step].update(records)
+    text = pydantic_core.to_json(data, indent=2).decode() + "\n"
+    path.write_text(text)
+    return text
+
+
+def test_an_index_json_written_with_untyped_review_and_preflight_records_reads_and_writes_back_byte_identically(  # noqa: E501
+        diamond_root: Path) -> None:
+    from specops_dag.delivery.model import PreflightRecord, QaCheckRecord, ReviewRecord
+
+    store = make_delivery(diamond_root)
+    text = with_records(store, 1, reviews=REVIEWS,
+                        preflight=preflight_record(cached=True, cache=".specops/preflight/x.json"))
+    with_records(store, 2, preflight={k: v for k, v in preflight_record(cached=False).items()
+                                      if k not in ("warnings", "baseline")})  # an older report
+    text = store.index_path("d1").read_text()
+    state = store.read("d1")
+    assert state.model_dump_json(indent=2, by_alias=True) + "\n" == text
+    b = state.get_step("b")
+    assert all(isinstance(r, ReviewRecord) for r in b.reviews)
+    assert isinstance(b.preflight, PreflightRecord) and b.preflight.cache == (
+        ".specops/preflight/x.json")
+    assert isinstance(b.reviews[0].qa.checks[1], QaCheckRecord)
+    assert (b.reviews[2].report, b.reviews[2].scores, b.reviews[3].qa) == (None, {}, None)
+    with store.transaction("d1") as changed:
+        changed.log("note")
+    after = json.loads(store.index_path("d1").read_text())
+    assert after["steps"][1]["reviews"] == REVIEWS
+    assert list(after["steps"][2]["preflight"]) == [
+        k for k in preflight_record(cached=False) if k not in ("warnings", "baseline")]
+
+
+@pytest.mark.parametrize(("step", "records", "field", "message"), [
+    (1, {"reviews": [{**REVIEWS[1], "score": 9}]}, "steps[1].reviews[0].score",
+     "Extra inputs are not permitted"),
+    (1, {"reviews": [{**REVIEWS[1], "verdict": "pass"}]}, "steps[1].reviews[0].verdict",
+     "Input should be 'PASS', 'BLOCK' or 'MALFORMED'"),
+    (1, {"reviews": [{**REVIEWS[1], "scores": {"complete": "nine"}}]},
+     "steps[1].reviews[0].scores.complete",
+     "Input should be a valid integer, unable to parse string as an integer"),
+    (1, {"reviews": [{k: v for k, v in REVIEWS[1].items() if k != "reason"}]},
+     "steps[1].reviews[0].reason", "Field required"),
+    (1, {"reviews": [{**REVIEWS[0], "usage": {**USAGE, "role": "evaluator"}}]},
+     "steps[1].reviews[0].usage.role", "Extra inputs are not permitted"),
+    (1, {"reviews": [{**REVIEWS[0], "qa": {**QA_FAILED, "checks": [
+        {**QA_FAILED["checks"][0], "kind": "curl"}]}}]},
+     "steps[1].reviews[0].qa.checks[0].kind", "Input should be 'probe' or 'page'"),
+    (0, {"preflight": preflight_record(cached="sometimes")}, "steps[0].preflight.cached",
+     "Input should be a valid boolean, unable to interpret input"),
+    (0, {"preflight": preflight_record(cached=False, cache_hit=True)},
+     "steps[0].preflight.cache_hit", "Extra inputs are not permitted"),
+    (2, {"validation_report": {**preflight_record(), "commit": None}},
+     "steps[2].validation_report.commit", "Extra inputs are not permitted"),
+    (0, {"preflight": {**preflight_record(cached=False), "commands": [
+        {"stage": "sdk", "command": "dotnet --version", "exit_code": "zero"}]}},
+     "steps[0].preflight.commands[0].exit_code",
+     "Input should be a valid integer, unable to parse string as an integer"),
+    (0, {"preflight": {**preflight_record(cached=False), "projects": [{"project": "T.csproj"}]}},
+     "steps[0].preflight.projects[0].verdict", "Field required"),
+    (0, {"preflight": {**preflight_record(cached=False), "baseline": {"executed": {"base": 2,
+                                                                                 "now": 2}}}},
+     "steps[0].preflight.baseline.executed.now", "Extra inputs are not permitted"),
+])
+def test_a_review_or_preflight_record_of_the_wrong_shape_is_an_exact_load_error_naming_the_file_and_field(  # noqa: E501
+        diamond_root: Path, step: int, records: dict, field: str, message: str) -> None:
+    store = make_delivery(diamond_root)
+    with_records(store, step, **records)
+    with pytest.raises(StateError) as err:
+        store.read("d1")
+    assert err.value.message == (f"phases/d1/index.json: {field}: {message}; fix the file or "
+                                 "restore it from git")
+
+
+def test_a_record_written_by_the_executor_has_only_the_fields_it_was_given() -> None:
+    from specops_dag.delivery.model import ReviewRecord
+
+    record = ReviewRecord(round=1, verdict="BLOCK", reason="codex: not logged in",
+                          transcript="t.jsonl")
+    assert record.model_dump() == {"round": 1, "verdict": "BLOCK",
+                                   "reason": "codex: not logged in", "transcript": "t.jsonl"}
+    record.reasked = "malformed report"
+    copied = record.model_copy(update={"thread_id": None})
+    assert list(copied.model_dump()) == ["round", "verdict", "reason", "thread_id", "transcript",
+                                         "reasked"]
+
+
+def test_a_preflight_record_has_the_fields_of_a_validation_report_then_those_preflight_adds(
+        ) -> None:
+    import dataclasses
+
+    from specops_dag.delivery.model import PreflightRecord
+    from specops_dag.validation.dotnet import ValidationReport
+    from specops_dag.validation.preflight import RECORD_KEYS
+
+    assert list(PreflightRecord.model_fields) == list(RECORD_KEYS) == [
+        *(f.name for f in dataclasses.fields(ValidationReport)), "commit", "checked_at",
+        "cached", "cache"]
+
+
+def test_a_review_round_keeps_its_qa_report_and_usage_with_exactly_their_fields() -> None:
+    import dataclasses
+
+    from specops_dag.delivery.model import QaCheckRecord, QaRecord, ReviewUsage, Usage
+    from specops_dag.validation.qa import QaCheck, QaReport
+
+    assert list(QaCheckRecord.model_fields) == [f.name for f in dataclasses.fields(QaCheck)]
+    assert list(QaRecord.model_fields) == [
+        *(f.name for f in dataclasses.fields(QaReport) if f.name not in ("checks", "logs")),
+        "checks"]
+    assert list(ReviewUsage.model_fields) == [f for f in Usage.model_fields
+                                              if f not in ("attempt", "role")]
+    qa = QaReport("failed", "probe `todos` failed", "probes", commit="abc", duration_s=1.5,
+                  checks=(QaCheck("todos", "probe", "failed", "500", ("a.txt",)),),
+                  logs=("app.out.txt",))
+    assert QaRecord.model_validate(qa.as_record()).model_dump() == qa.as_record()
+
+
+def test_a_validation_records_baseline_has_exactly_the_fields_the_regressions_judge_compares(
+        ) -> None:
+    from specops_dag.delivery.model import BaselineRecord
+    from specops_dag.validation.baseline import baseline_of, compare
+
+    comparison = compare(baseline_of({"warnings": ["w1"], "projects": [
+        {"failed_tests": ["T.a"], "executed": 3}]}), ["w1", "w2"], [
+        {"failed_tests": ["T.a", "T.b"], "skipped_tests": ["T.c"], "executed": 2}])
+    assert list(BaselineRecord.model_fields) == list(comparison)
+    assert BaselineRecord.model_validate(comparison).model_dump() == comparison

@@ -70,16 +70,16 @@ def test_evaluator_tokens_are_recorded_per_round_and_counted_in_the_totals(
     assert step_tokens(step, "generator") == 2 * 3 * 1200
     assert step_tokens(step, "evaluator") == 2 * 2 * 1200
     assert step_tokens(step) == delivery_tokens(store.read("d1")) == 12000
-    assert step.reviews[0]["usage"] == {"thread_id": step.usage[1].thread_id,
-                                        "input_tokens": 2000, "cached_input_tokens": 0,
-                                        "output_tokens": 400, "reasoning_output_tokens": 0}
+    assert step.reviews[0].usage.model_dump() == {
+        "thread_id": step.usage[1].thread_id, "input_tokens": 2000, "cached_input_tokens": 0,
+        "output_tokens": 400, "reasoning_output_tokens": 0}
 
 
 def test_each_evaluator_session_is_kept_beside_its_report_and_never_committed(
         tmp_path: Path) -> None:
     store, _ = run_rounds(tmp_path, [verdict("PASS", 9, 7)])
     record = store.read("d1").get_step("write").reviews[0]
-    assert record["transcript"] == "phases/d1/write/reviews/sessions/write-r1.jsonl"
+    assert record.transcript == "phases/d1/write/reviews/sessions/write-r1.jsonl"
     sessions = store.root / "phases/d1/write/reviews/sessions"
     assert sorted(p.name for p in sessions.iterdir()) == [
         "write-r1.jsonl", "write-r1.last-message.md", "write-r1.stderr.txt"]

@@ -39,8 +39,8 @@ def test_a_block_then_a_pass_completes_in_round_two_with_the_review_as_feedback(
                                     "verdict is BLOCK; under threshold: complete 5/8; read the "
                                     "full report at phases/d1/write/reviews/write-r1-report.md")
     step = store.read("d1").get_step("write")
-    assert [(r["round"], r["verdict"]) for r in step.reviews] == [(1, "BLOCK"), (2, "PASS")]
-    assert step.reviews[1]["scores"] == {"complete": 9, "clear": 7}
+    assert [(r.round, r.verdict) for r in step.reviews] == [(1, "BLOCK"), (2, "PASS")]
+    assert step.reviews[1].scores == {"complete": 9, "clear": 7}
     report = store.root / "phases/d1/write/reviews/write-r1-report.md"
     assert report.read_text().startswith("VERDICT: BLOCK")
     second_generator = attempts(tmp_path, "write")[1][0]
@@ -76,7 +76,7 @@ def test_a_malformed_report_is_asked_for_again_in_the_same_round_and_never_charg
         outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
     assert outcome.status == "completed"
     record = store.read("d1").get_step("write").reviews[0]
-    assert (record["round"], record["verdict"], record["reasked"]) == (
+    assert (record.round, record.verdict, record.reasked) == (
         1, "PASS", "malformed report: no <<<REVIEW … >>> block in the evaluator's last message; "
                    "excerpt: Looks great to me!")
     reviews = store.root / "phases/d1/write/reviews"
@@ -117,4 +117,4 @@ def test_an_evaluator_that_tries_to_write_is_stopped_by_the_sandbox(tmp_path: Pa
     output = json.dumps(after_write["input"][-1])
     assert "Read-only file system" in output or "denied" in output.lower()
     review = store.read("d1").get_step("write").reviews[0]
-    assert review["sandbox_denials"] == ['{"cmd": "echo pwned > hacked.txt"}']
+    assert review.sandbox_denials == ['{"cmd": "echo pwned > hacked.txt"}']

@@ -71,7 +71,7 @@ def test_a_base_without_global_json_blocks_before_any_agent_call(tmp_path: Path,
     step = store.read("d1").get_step("write")
     assert (step.status, step.blocked_reason, step.usage) == ("blocked", NO_GLOBAL_JSON, [])
     assert not (tmp_path / "requests.jsonl").exists() or requests(tmp_path) == []
-    assert (step.preflight["passed"], step.preflight["stage"]) == (False, "global.json")
+    assert (step.preflight.passed, step.preflight.stage) == (False, "global.json")
 
 
 def test_the_sdk_policy_in_validation_yaml_lets_the_same_base_through(tmp_path: Path,
@@ -83,7 +83,7 @@ def test_the_sdk_policy_in_validation_yaml_lets_the_same_base_through(tmp_path: 
         outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
     assert outcome.status == "completed", outcome.message
     step = store.read("d1").get_step("write")
-    assert (step.preflight["passed"], step.preflight["sdk_version"]) == (True, "8.0.404")
+    assert (step.preflight.passed, step.preflight.sdk_version) == (True, "8.0.404")
     assert step.validation_report.sdk_version == "8.0.404"
 
 
@@ -106,8 +106,8 @@ def test_the_preflight_runs_once_per_base_commit_and_shows_in_status(tmp_path: P
         "restore", "--version", "msbuild", "msbuild", "restore", "build", "msbuild", "msbuild",
         "test"]
     d1, d2 = (store.read(d).get_step("write") for d in ("d1", "d2"))
-    assert (d1.preflight["cached"], d2.preflight["cached"]) == (False, True)
-    assert d1.preflight["commit"] == d2.preflight["commit"] == d1.base_commit
+    assert (d1.preflight.cached, d2.preflight.cached) == (False, True)
+    assert d1.preflight.commit == d2.preflight.commit == d1.base_commit
     status = subprocess.run([str(VENV_BIN / "specops"), "--root", str(store.root), "status",
                              "d2"], capture_output=True, text=True, timeout=60,
                             stdin=subprocess.DEVNULL)
@@ -162,7 +162,7 @@ def test_a_pre_existing_warning_blocks_under_absolute_and_is_the_baseline_under_
         "base: 1 new warning(s): src/Calc/Calculator.cs: warning CS0219:")
     assert second.status == "completed", second.message
     report = store.read("d1").get_step("write").validation_report
-    assert report.baseline["warnings"] == {
+    assert report.baseline.warnings.model_dump() == {
         "base": ["src/Calc/Calculator.cs: warning CS0168: The variable 'e' is declared but "
                  "never used"],
         "attempt": ["src/Calc/Calculator.cs: warning CS0168: The variable 'e' is declared but "
@@ -177,7 +177,7 @@ def test_a_delivery_may_choose_the_regressions_judge_for_every_step(tmp_path: Pa
         outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
     assert outcome.status == "completed", outcome.message
     step = store.read("d1").get_step("write")
-    assert (step.preflight["judge"], step.preflight["warnings"]) == (
+    assert (step.preflight.judge, step.preflight.warnings) == (
         "regressions", ["src/Calc/Calculator.cs: warning CS0168: The variable 'e' is declared but "
                         "never used"])
     assert outcome.validation["stage"] == "regressions"
@@ -205,7 +205,7 @@ def test_a_run_killed_during_the_preflight_checks_the_base_again_before_the_agen
         run = job_execute(env, root, "agentic_job", "d1")
     assert run.returncode == 0, run.stderr[-2000:]
     step = Store(root).read("d1").get_step("write")
-    assert (step.status, step.attempts, step.preflight["passed"]) == ("completed", 2, True)
+    assert (step.status, step.attempts, step.preflight.passed) == ("completed", 2, True)
     assert len([r for r in requests(tmp_path) if r["node"] == "write"]) >= 1
     assert len({r["thread"] for r in requests(tmp_path) if r["node"] == "write"}) == 1
 
@@ -223,3 +223,19 @@ def test_a_base_whose_sdk_is_not_installed_says_what_to_install_or_change(
         "global.json; installed SDKs: 8.0.404 [/usr/share/dotnet/sdk]; install an 8.0 SDK that "
         "global.json accepts, or change global.json's sdk.version or rollForward to an installed "
         "one; then `specops resume d1 write`")
+
+
+def test_a_cached_preflight_with_a_key_this_version_does_not_write_is_validated_again(
+        tmp_path: Path) -> None:
+    from specops_dag.validation.dotnet import ValidationReport
+    from specops_dag.validation.preflight import cache_path, cached_pass
+    from specops_dag.workflow.model import ValidationConfig
+
+    config, commit = ValidationConfig(), "d062c268797ee474587a19338daa23e965584f1a"
+    path = cache_path(tmp_path, commit, config)
+    record = {**ValidationReport(True, "full", "test", "ok").as_metadata(), "commit": commit,
+              "checked_at": "2026-12-01T20:58:23Z", "cached": False, "cache": str(path)}
+    path.write_text(json.dumps(record))
+    assert cached_pass(tmp_path, commit, config) == {**record, "cached": True}
+    path.write_text(json.dumps({**record, "cache_hit": True}))
+    assert cached_pass(tmp_path, commit, config) is None

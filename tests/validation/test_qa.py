@@ -553,15 +553,15 @@ def test_the_review_loop_runs_qa_before_the_evaluator_who_reads_its_evidence(
     root = store.root.resolve()
     step = store.read("d1").get_step("write")
     record = step.reviews[0]
-    assert (record["verdict"], record["qa_status"]) == ("PASS", "passed")
-    qa = record["qa"]
-    assert qa["evidence"] == "phases/d1/write/reviews/write-r1-qa/"
-    assert [(c["id"], c["status"]) for c in qa["checks"]] == [("health", "passed"),
+    assert (record.verdict, record.qa_status) == ("PASS", "passed")
+    qa = record.qa
+    assert qa.evidence == "phases/d1/write/reviews/write-r1-qa/"
+    assert [(c.id, c.status) for c in qa.checks] == [("health", "passed"),
                                                                ("todos", "passed")]
     # QA ran the generator's work: its snapshot holds the file the product commit got
     repo = git.Repo(root)
     product = repo.commit(step.commits["product"])
-    snapshot = repo.commit(qa["commit"])
+    snapshot = repo.commit(qa.commit)
     assert (snapshot.tree / "src/TodoApi/NOTES.md").hexsha == (
         product.tree / "src/TodoApi/NOTES.md").hexsha
     assert snapshot.parents[0].hexsha == step.base_commit
@@ -572,9 +572,9 @@ def test_the_review_loop_runs_qa_before_the_evaluator_who_reads_its_evidence(
     prompt = (root / "phases/d1/write/reviews/write-r1-prompt.md").read_text()
     assert (f"{evidence}/qa.md — QA of the running application (passed): what was run and "
             "every check with its evidence files") in prompt
-    assert (f"QA: the executor ran the generator's work (snapshot commit {qa['commit'][:12]}) "
+    assert (f"QA: the executor ran the generator's work (snapshot commit {qa.commit[:12]}) "
             "in a throwaway worktree, started the application and checked it: PASSED — the "
-            f"application started on {qa['url']}; 2 probe(s) and 0 page(s) passed.") in prompt
+            f"application started on {qa.url}; 2 probe(s) and 0 page(s) passed.") in prompt
     assert "Ship the API" in (evidence / "probe-todos.response.txt").read_text()
     # the evidence is kept with the report, in the metadata commit too (its build logs are not)
     committed = repo.commit(step.commits["metadata"]).tree / "phases/d1/write/reviews/write-r1-qa"
@@ -615,9 +615,9 @@ def test_a_failed_qa_overrules_the_evaluators_pass_and_the_generator_gets_its_ev
     assert first.message == (f"attempt 1/3 failed: review round 1 blocked: {reason}; read the "
                              f"full report at {root}/phases/d1/write/reviews/write-r1-report.md")
     step = store.read("d1").get_step("write")
-    assert [(r["round"], r["verdict"], r["qa_status"]) for r in step.reviews] == [
+    assert [(r.round, r.verdict, r.qa_status) for r in step.reviews] == [
         (1, "BLOCK", "failed"), (2, "PASS", "passed")]
-    assert step.reviews[0]["reason"] == reason
+    assert step.reviews[0].reason == reason
     assert "- FAILED probe `todos`: GET /todos: expected status 200, got 500" in (
         evidence / "qa.md").read_text()
     second_generator = json.dumps(attempts(tmp_path, "write")[1][0]["input"])
@@ -642,7 +642,7 @@ def test_without_an_sdk_the_evaluator_is_told_qa_was_skipped_and_the_record_says
         outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
     assert outcome.status == "completed", outcome.message
     record = store.read("d1").get_step("write").reviews[0]
-    assert (record["verdict"], record["qa_status"], record["qa"]["reason"]) == (
+    assert (record.verdict, record.qa_status, record.qa.reason) == (
         "PASS", "skipped", NO_SDK)
     prompt = (store.root / "phases/d1/write/reviews/write-r1-prompt.md").read_text()
     assert (f"QA: the running application was NOT checked ({NO_SDK}); nothing about its behaviour "
@@ -668,7 +668,7 @@ def test_a_required_qa_that_is_skipped_blocks_the_step_before_any_evaluator_call
     assert (outcome.status, outcome.message) == ("environment", f"blocked: {reason}")
     step = store.read("d1").get_step("write")
     assert (step.status, step.blocked_reason, step.last_failure) == ("blocked", reason, None)
-    assert step.reviews[0]["qa_status"] == "skipped"
+    assert step.reviews[0].qa_status == "skipped"
     assert attempts(tmp_path, "write.review") == []
 
 
@@ -726,17 +726,17 @@ def test_plan_build_review_with_the_built_in_pbr_qa_phase_passes_on_the_minimal_
         h.run("p1", 0)
     build = Store(root).read("p1").get_step("build")
     [review] = build.reviews
-    assert review["verdict"] == "PASS"
-    assert review["scores"] == {c: 10 for c in ("acceptance-criteria-covered",
+    assert review.verdict == "PASS"
+    assert review.scores == {c: 10 for c in ("acceptance-criteria-covered",
                                                 "runs-as-specified", "tests-prove-behaviour",
                                                 "no-scope-creep")}
-    checks = [(c["id"], c["status"]) for c in review["qa"]["checks"]]
+    checks = [(c.id, c.status) for c in review.qa.checks]
     if HAS_BROWSER:
-        assert (review["qa_status"], checks) == ("passed", [("health", "passed"),
+        assert (review.qa_status, checks) == ("passed", [("health", "passed"),
                                                             ("home", "passed")])
         assert (root / "phases/p1/build/reviews/build-r1-qa/page-home.png").is_file()
     else:
-        assert (review["qa_status"], checks) == ("skipped", [("health", "passed"),
+        assert (review.qa_status, checks) == ("skipped", [("health", "passed"),
                                                              ("home", "skipped")])
     assert (root / "phases/p1/build/reviews/build-r1-qa/probe-health.response.txt"
             ).read_text().endswith("\n\nok")
@@ -760,7 +760,7 @@ def test_a_failed_qa_is_added_to_the_evaluators_own_block_and_its_scores_reach_t
                   "status 200, got 500; the body does not contain 'Ship the API' (evidence in "
                   f"{root}/phases/d1/write/reviews/write-r1-qa/)")
     record = store.read("d1").get_step("write").reviews[0]
-    assert (record["verdict"], record["reason"]) == (
+    assert (record.verdict, record.reason) == (
         "BLOCK", f"the evaluator's verdict is BLOCK; under threshold: complete 5/8; {qa_failure}")
     assert outcome.message == (
         "attempt 1/3 failed: review round 1 blocked: the evaluator's verdict is BLOCK; under "

@@ -236,11 +236,11 @@ def test_plan_build_review_completes_end_to_end_with_the_literal_agent_and_a_pas
     criteria = ["acceptance-criteria-covered", "tests-prove-behaviour", "validation-evidence",
                 "no-scope-creep"]
     [review] = build.reviews
-    assert (review["round"], review["verdict"], review["reason"], review["sandbox_denials"]) == (
+    assert (review.round, review.verdict, review.reason, review.sandbox_denials) == (
         1, "PASS", "all criteria met", [])
-    assert review["scores"] == {c: 10 for c in criteria}
-    assert review["report"] == "phases/p1/build/reviews/build-r1-report.md"
-    report = (h.root / review["report"]).read_text().splitlines()
+    assert review.scores == {c: 10 for c in criteria}
+    assert review.report == "phases/p1/build/reviews/build-r1-report.md"
+    report = (h.root / review.report).read_text().splitlines()
     assert report[0] == "VERDICT: PASS" and report[-2:] == ["FINDINGS:", "- none"]
     assert [line.split(" — ")[0] for line in report[1:-2]] == [
         f"SCORE {c}: 10" for c in criteria]
