@@ -1,6 +1,7 @@
 """The task list a design node writes for a phase's `execution.fan_out`: its format, reading it
-within yamlfile's caps into a `TaskList` (every problem with file, line, YAML path and fix) and
-the order its tasks run in; it never writes a file and never runs a task.
+within yamlfile's caps into a `TaskList` (every problem with file, line, YAML path and fix), the
+order its tasks run in, and the load-time checks of a fan-out (`check_fan_out`,
+`check_fan_out_node`, for the catalog to call); it never writes a file and never runs a task.
 
 The format (`kind: task-list`)::
 
@@ -19,7 +20,7 @@ catalog's, `<file>: (file): …`); `load_task_list` raises all of them as one `D
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Literal
 
@@ -30,7 +31,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from specops_dag.errors import DefinitionError
 from specops_dag.graph import find_cycle, topological_order
 from specops_dag.workflow import yamlfile
-from specops_dag.workflow.model import ID_PATTERN
+from specops_dag.workflow.model import ID_PATTERN, Phase, Workflow
 
 KIND = "task-list"
 TASK_KEYS = ("id", "title", "needs", "paths", "tests")
@@ -72,6 +73,63 @@ def task_order(tasks: Iterable[Task]) -> list[Task]:
     goes next. For a checked list (unique ids, no cycle; a cycle raises ValueError)."""
     by_id = {t.id: t for t in tasks}
     return [by_id[i] for i in topological_order({t.id: t.needs for t in by_id.values()})]
+
+
+def check_fan_out(shown: str, phase: Phase) -> list[str]:
+    """The problems of a phase's own `execution.fan_out` (catalog message style, `shown` being
+    the phase file): only a `codex` phase fans out, over one of its own input ports."""
+    fan_out = phase.execution.fan_out
+    if fan_out is None:
+        return []
+    where = f"{shown}: execution.fan_out"
+    kind = phase.execution.executor.kind
+    if kind != "codex":
+        return [f"{where}: only a `codex` phase fans out into agent sessions, this one runs "
+                f"`{kind}`; remove it or use `executor: {{kind: codex}}`"]
+    port, ports = fan_out.tasks.input, phase.input.ports
+    if port not in ports:
+        return [f"{where}.tasks.input: phase `{phase.id}` has no input port `{port}` (has: "
+                f"{', '.join(ports) or 'none'}); name one of its input ports or declare `{port}` "
+                "under input.ports"]
+    return []
+
+
+def check_fan_out_node(shown: str, workflow: Workflow, index: int,
+                       phases: Mapping[str, Phase]) -> list[str]:
+    """The problems of the fan-out of node `workflow.nodes[index]` (catalog message style,
+    `shown` being the workflow file): the port the task list comes in on is bound to an upstream
+    node whose phase writes the named artifact, and writes it always (`required`). What the
+    catalog reports already (a missing binding, an unknown node or phase) is no problem here."""
+    node = workflow.nodes[index]
+    phase = phases.get(node.phase)
+    fan_out = phase.execution.fan_out if phase is not None else None
+    if fan_out is None or fan_out.tasks.input not in phase.input.ports:
+        return []
+    port, artifact = fan_out.tasks.input, fan_out.tasks.artifact
+    ref = node.inputs.get(port)
+    if ref is None:
+        return []
+    where = f"{shown}: nodes[{index}].inputs.{port}"
+    if ref.input is not None:
+        return [f"{where}: phase `{node.phase}` fans out over the task list that comes in on "
+                f"`{port}`, but it is bound to workflow input `{ref.input}`; bind it to the "
+                f"upstream node that writes the task list: `{{node: <upstream>, output: <port>}}`"]
+    upstream = next((n for n in workflow.nodes if n.id == ref.node), None)
+    up_phase = phases.get(upstream.phase) if upstream is not None else None
+    if up_phase is None:
+        return []
+    arts = {a.id: a for a in up_phase.output.artifacts}
+    if artifact not in arts:
+        return [f"{where}.node: node `{ref.node}` (phase `{upstream.phase}`) has no artifact "
+                f"`{artifact}`, the task list phase `{node.phase}` fans out over (has: "
+                f"{', '.join(arts) or 'none'}); add `{{id: {artifact}, path: <file>.yaml}}` to "
+                f"output.artifacts of phase `{upstream.phase}` or fix "
+                f"execution.fan_out.tasks.artifact of phase `{node.phase}`"]
+    if not arts[artifact].required:
+        return [f"{where}.node: artifact `{artifact}` of node `{ref.node}` (phase "
+                f"`{upstream.phase}`) is optional, but phase `{node.phase}` fans out over it; "
+                "make it `required: true`"]
+    return []
 
 
 def _read(path: Path, shown: str) -> tuple[object, Node | None]:

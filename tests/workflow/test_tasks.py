@@ -10,8 +10,15 @@ import pytest
 from pydantic import ValidationError
 
 from specops_dag.errors import DefinitionError
-from specops_dag.workflow.model import FanOut, Phase, TaskSource
-from specops_dag.workflow.tasks import Task, TaskList, load_task_list, task_order
+from specops_dag.workflow.model import FanOut, Phase, TaskSource, Workflow
+from specops_dag.workflow.tasks import (
+    Task,
+    TaskList,
+    check_fan_out,
+    check_fan_out_node,
+    load_task_list,
+    task_order,
+)
 
 CODEX = {"goal": "Build each task.", "executor": {"kind": "codex"}}
 
@@ -332,3 +339,106 @@ def test_tasks_run_after_what_they_need_and_in_list_order_otherwise() -> None:
 def test_the_order_of_a_list_with_a_cycle_is_refused() -> None:
     with pytest.raises(ValueError, match="needs cycle"):
         task_order([task("a", "b"), task("b", "a")])
+
+
+PHASE_FILE = "workflow_defs/phases/p-build.yaml"
+WORKFLOW_FILE = "workflow_defs/workflows/feed.yaml"
+
+
+def phase(pid: str, executor: str = "codex", ports: tuple[str, ...] = ("plan",),
+          fan_out: dict | None = None, artifacts: list[dict] | None = None) -> Phase:
+    execution: dict = {"goal": "Do it.", "executor": {"kind": executor}}
+    if executor == "command":
+        execution["executor"]["argv"] = ["true"]
+    if fan_out is not None:
+        execution["fan_out"] = fan_out
+    return Phase.model_validate({
+        "kind": "phase", "id": pid, "execution": execution,
+        "input": {"ports": {p: {"contract": p} for p in ports}},
+        "output": {"ports": {"plan": {"contract": "plan"}}, "artifacts": artifacts or []}})
+
+
+FAN_OUT = {"tasks": {"input": "plan", "artifact": "tasks"}, "max_parallel": 3}
+DESIGN = phase("p-design", ports=("request",),
+               artifacts=[{"id": "design", "path": "design.md"},
+                          {"id": "tasks", "path": "tasks.yaml"}])
+BUILD = phase("p-build", fan_out=FAN_OUT)
+
+
+def workflow(build_inputs: dict) -> Workflow:
+    return Workflow.model_validate({
+        "kind": "workflow", "id": "feed", "inputs": {"request": {"contract": "request"}},
+        "nodes": [{"id": "design", "phase": "p-design",
+                   "inputs": {"request": {"input": "request"}}},
+                  {"id": "build", "phase": "p-build", "needs": ["design"],
+                   "inputs": build_inputs}]})
+
+
+FROM_DESIGN = {"plan": {"node": "design", "output": "plan"}}
+
+
+def test_a_codex_phase_fanning_out_over_its_own_port_from_an_upstream_artifact_is_fine() -> None:
+    assert check_fan_out(PHASE_FILE, BUILD) == []
+    assert check_fan_out(PHASE_FILE, DESIGN) == []  # no fan_out: nothing to check
+    phases = {"p-design": DESIGN, "p-build": BUILD}
+    assert [check_fan_out_node(WORKFLOW_FILE, workflow(FROM_DESIGN), i, phases)
+            for i in (0, 1)] == [[], []]
+
+
+@pytest.mark.parametrize(("bad", "expected"), [
+    pytest.param(phase("p-build", ports=("spec",), fan_out=FAN_OUT), [
+        f"{PHASE_FILE}: execution.fan_out.tasks.input: phase `p-build` has no input port `plan` "
+        "(has: spec); name one of its input ports or declare `plan` under input.ports"],
+        id="no-such-port"),
+    pytest.param(phase("p-build", ports=(), fan_out=FAN_OUT), [
+        f"{PHASE_FILE}: execution.fan_out.tasks.input: phase `p-build` has no input port `plan` "
+        "(has: none); name one of its input ports or declare `plan` under input.ports"],
+        id="no-port-at-all"),
+    pytest.param(phase("p-build", executor="command", fan_out=FAN_OUT), [
+        f"{PHASE_FILE}: execution.fan_out: only a `codex` phase fans out into agent sessions, "
+        "this one runs `command`; remove it or use `executor: {kind: codex}`"],
+        id="command-phase"),
+])
+def test_a_fan_out_the_phase_itself_cannot_run_is_a_problem_of_the_phase_file(
+        bad: Phase, expected: list[str]) -> None:
+    assert check_fan_out(PHASE_FILE, bad) == expected
+
+
+@pytest.mark.parametrize(("design", "inputs", "expected"), [
+    pytest.param(phase("p-design", ports=("request",), artifacts=[
+        {"id": "design", "path": "design.md"}]), FROM_DESIGN, [
+        f"{WORKFLOW_FILE}: nodes[1].inputs.plan.node: node `design` (phase `p-design`) has no "
+        "artifact `tasks`, the task list phase `p-build` fans out over (has: design); add "
+        "`{id: tasks, path: <file>.yaml}` to output.artifacts of phase `p-design` or fix "
+        "execution.fan_out.tasks.artifact of phase `p-build`"], id="no-such-artifact"),
+    pytest.param(phase("p-design", ports=("request",)), FROM_DESIGN, [
+        f"{WORKFLOW_FILE}: nodes[1].inputs.plan.node: node `design` (phase `p-design`) has no "
+        "artifact `tasks`, the task list phase `p-build` fans out over (has: none); add "
+        "`{id: tasks, path: <file>.yaml}` to output.artifacts of phase `p-design` or fix "
+        "execution.fan_out.tasks.artifact of phase `p-build`"], id="no-artifact-at-all"),
+    pytest.param(phase("p-design", ports=("request",), artifacts=[
+        {"id": "tasks", "path": "tasks.yaml", "required": False}]), FROM_DESIGN, [
+        f"{WORKFLOW_FILE}: nodes[1].inputs.plan.node: artifact `tasks` of node `design` (phase "
+        "`p-design`) is optional, but phase `p-build` fans out over it; make it "
+        "`required: true`"], id="optional-artifact"),
+    pytest.param(DESIGN, {"plan": {"input": "request"}}, [
+        f"{WORKFLOW_FILE}: nodes[1].inputs.plan: phase `p-build` fans out over the task list "
+        "that comes in on `plan`, but it is bound to workflow input `request`; bind it to the "
+        "upstream node that writes the task list: `{node: <upstream>, output: <port>}`"],
+        id="bound-to-a-workflow-input"),
+    # what the catalog reports itself (a missing binding, an unknown node) is not repeated
+    pytest.param(DESIGN, {}, [], id="port-not-bound"),
+    pytest.param(DESIGN, {"plan": {"node": "nope", "output": "plan"}}, [],
+                 id="unknown-upstream-node"),
+])
+def test_a_fan_out_whose_task_list_no_upstream_node_writes_is_a_problem_of_the_workflow_file(
+        design: Phase, inputs: dict, expected: list[str]) -> None:
+    phases = {"p-design": design, "p-build": BUILD}
+    assert check_fan_out_node(WORKFLOW_FILE, workflow(inputs), 1, phases) == expected
+
+
+def test_a_node_whose_phase_is_unknown_or_fans_out_over_no_port_is_left_to_the_catalog() -> None:
+    wf = workflow(FROM_DESIGN)
+    assert check_fan_out_node(WORKFLOW_FILE, wf, 1, {"p-design": DESIGN}) == []
+    no_port = phase("p-build", ports=(), fan_out=FAN_OUT)
+    assert check_fan_out_node(WORKFLOW_FILE, wf, 1, {"p-design": DESIGN, "p-build": no_port}) == []
