@@ -162,6 +162,22 @@ class Qa(Strict):
     required: bool = False  # a skipped QA (no SDK) blocks the step instead of being reported
 
 
+class TaskSource(Strict):
+    """The task list a fan-out expands: the artifact `artifact` of the upstream node bound to
+    this phase's input port `input` (a `kind: task-list` file, see `tasks`)."""
+
+    input: Ident
+    artifact: Ident
+
+
+class FanOut(Strict):
+    """One agent session per task of a task list, at most `max_parallel` at a time. That the
+    port and the upstream artifact exist is checked at load (`tasks.check_fan_out`)."""
+
+    tasks: TaskSource
+    max_parallel: int = Field(default=2, ge=1, le=16)
+
+
 class Execution(Strict):
     goal: str = Field(min_length=1)
     executor: Executor
@@ -178,6 +194,7 @@ class Execution(Strict):
     expects_product_change: bool = False  # no product change after exit 0 → a failed attempt
     criteria: list[Criterion] = []  # evaluator phases only
     qa: Qa | None = None  # evaluator phases only
+    fan_out: FanOut | None = None  # codex phases only: one session per task of a task list
 
 
 class Artifact(Strict):
