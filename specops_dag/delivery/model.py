@@ -199,7 +199,7 @@ class PreflightRecord(Record, ValidationRecord):
 
 class ReviewUsage(Model):
     """The tokens of a review round's evaluator sessions together (`Usage` without attempt and
-    role: the round is the attempt, the role is the evaluator's)."""
+    role: the round is the attempt, the role is the evaluator's; no task: a review is of a node)."""
 
     thread_id: str | None = None
     input_tokens: int = 0
