@@ -26,7 +26,7 @@ from specops_dag.files import sha256_file
 from specops_dag.workflow.model import MAX_ATTEMPTS
 
 if TYPE_CHECKING:
-    from specops_dag.delivery.model import Delivery, Step
+    from specops_dag.delivery.model import Delivery, Step, TaskRecord
     from specops_dag.workflow.catalog import Catalog
     from specops_dag.workflow.model import Phase
 
@@ -85,8 +85,19 @@ class Prompt:
         return len(self.text)
 
 
+@dataclass(frozen=True)
+class TaskView:
+    """One task of a fan-out node as its session's prompt shows it: the task's record, its place
+    in the task order, and its own folder (where its WRITE artifacts go)."""
+
+    record: TaskRecord
+    index: int
+    total: int
+    folder: Path
+
+
 def assemble_prompt(root: Path, state: Delivery, step: Step, catalog: Catalog,
-                    cwd: Path, tree: Path | None = None) -> Prompt:
+                    cwd: Path, tree: Path | None = None, task: TaskView | None = None) -> Prompt:
     """Read everything this attempt's prompt is made of, in the fixed order, once. `root` is
     the harness root; `catalog` the delivery's snapshot; `cwd` the
     agent's working directory, which every path in the prompt resolves from; `tree` where the
@@ -110,12 +121,13 @@ def assemble_prompt(root: Path, state: Delivery, step: Step, catalog: Catalog,
     if step.feedback:
         parts.append(PromptPart("human feedback", None,
                                 "# Feedback from a person on this step\n\n" + step.feedback))
-    if step.last_failure:
-        failure = failure_summary(step.last_failure)
+    last_failure = task.record.last_failure if task else step.last_failure
+    if last_failure:
+        failure = failure_summary(last_failure)
         parts.append(PromptPart("previous failure", None,
                                 "# Previous attempt failed\n\n" + failure))
     parts.append(PromptPart("current step", None, current_step(root, state, step, catalog,
-                                                                phase, cwd)))
+                                                                phase, cwd, task)))
     return Prompt(state.phase, step.name, step.step, tuple(parts))
 
 
@@ -254,10 +266,14 @@ def skill_lines(root: Path, state: Delivery, phase_id: str, cwd: Path) -> list[s
 
 
 def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
-                 phase: Phase, cwd: Path) -> str:
+                 phase: Phase, cwd: Path, task: TaskView | None = None) -> str:
     attempt = min(step.attempts + (0 if step.status == "running" else 1), MAX_ATTEMPTS)
     node_dir = root / "phases" / state.phase / step.name
-    out = [f"# Current step: `{step.name}` (step {step.step} of delivery `{state.phase}`, phase "
+    title = f"`{step.name}`"
+    if task is not None:
+        attempt, node_dir = task.record.attempts, task.folder
+        title = f"`{step.name}`, task `{task.record.id}` ({task.index} of {task.total})"
+    out = [f"# Current step: {title} (step {step.step} of delivery `{state.phase}`, phase "
            f"`{step.phase}`, attempt {attempt} of {MAX_ATTEMPTS})", "", where_line(cwd), "",
            "READ (in order):"]
     out += [f"{i}. {line}" for i, line in enumerate(read_list(root, state, step, catalog, cwd),
@@ -269,6 +285,8 @@ def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
         out += ["", "SKILLS (from the delivery snapshot):", *skills]
     goal = phase.execution.goal.strip().replace("<delivery>", state.phase)
     out += ["", "TASK:", goal.replace("<node>", step.name)]
+    if task is not None:
+        out += task_lines(task)
     step_file = root / "phases" / state.phase / f"step{step.step}.md"
     if step_file.is_file():
         out.append(f"Step details: {agent_path(step_file, cwd)}")
@@ -276,18 +294,41 @@ def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
     out += ["", "WRITE:"]
     out += [f"- {agent_path(node_dir / a.path, cwd)}"
             + (" (required)" if a.required else " (optional)") for a in phase.output.artifacts]
-    out += [f"- docs/phase/{state.phase}/{step.name}.md (step record: what you did, commands, "
-            "evidence)",
-            f"- {handoff_rel(state.phase)} (delivery handoff for the next step: paths "
-            "and decisions)", "",
-            f"Node folder: {agent_path(node_dir, cwd)}/ — your WRITE artifacts live there; put "
-            "any other file this step produces (TRX results, logs) under it too. An artifact "
-            "path written short in the TASK or a skill (such as `develop/changes.md`) is "
-            "relative to a node folder: this one for yours, and for an upstream node's the READ "
-            "path that ends with it.",
-            "", "REPORT: end with a final message of at most 1,000 characters that summarizes "
+    if task is not None:
+        out += [f"- docs/phase/{state.phase}/{step.name}-{task.record.id}.md (task record: what "
+                "you did, commands, evidence)", "",
+                f"Task folder: {agent_path(node_dir, cwd)}/ — your WRITE artifacts live there "
+                "(the node's artifacts are put together from every task's); put any other "
+                "file this task produces (TRX results, logs) under it too. An artifact "]
+    else:
+        out += [f"- docs/phase/{state.phase}/{step.name}.md (step record: what you did, "
+                "commands, evidence)",
+                f"- {handoff_rel(state.phase)} (delivery handoff for the next step: paths "
+                "and decisions)", "",
+                f"Node folder: {agent_path(node_dir, cwd)}/ — your WRITE artifacts live there; "
+                "put any other file this step produces (TRX results, logs) under it too. An "
+                "artifact "]
+    out[-1] += (
+        "path written short in the TASK or a skill (such as `develop/changes.md`) is "
+        "relative to a node folder: this one for yours, and for an upstream node's the READ "
+        "path that ends with it.")
+    out += ["", "REPORT: end with a final message of at most 1,000 characters that summarizes "
             "what you did and names the files you wrote."]
     return "\n".join(out)
+
+
+def task_lines(task: TaskView) -> list[str]:
+    """What one task's session is told about its task (seed 001: one responsibility a step)."""
+    rec = task.record
+    out = ["", f"This session does ONE task of the node's task list: `{rec.id}` — {rec.title}. "
+           "The other tasks run in sessions of their own and are merged after yours; do not do "
+           "their work.",
+           "- paths this task expects to touch: " + ", ".join(rec.paths),
+           "- acceptance tests (each must exist, run and pass): " + ", ".join(rec.tests)]
+    if rec.needs:
+        out.append("- done before you and already in your working tree: "
+                   + ", ".join(f"`{n}`" for n in rec.needs))
+    return out
 
 
 def review_lines(state: Delivery, step: Step, catalog: Catalog, attempt: int) -> list[str]:

@@ -72,6 +72,9 @@ def materialization(outcome: "StepOutcome", delivery: str,
     metadata.update({f"tokens_{k}": v for k, v in outcome.tokens.items()})
     if outcome.commits:
         metadata.update({f"commit/{k}": v or "" for k, v in outcome.commits.items()})
+    if outcome.tasks:
+        metadata["tasks"] = dg.MetadataValue.json(list(outcome.tasks))
+        metadata["tasks_merged"] = sum(t["status"] == "merged" for t in outcome.tasks)
     checks = [validation_check(outcome), handoff_check(outcome)]
     if reviewed:
         checks.append(review_check(outcome))
@@ -118,7 +121,8 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinitio
         delivery = context.partition_key
         end_with_run()  # a multiprocess step worker must not outlive a killed run
         try:
-            outcome = specops.run_step(delivery, wf.id, node.id)
+            # a fan-out's task events (started, built, merged, failed) go to the run's log
+            outcome = specops.run_step(delivery, wf.id, node.id, progress=context.log.info)
         except SpecopsError as err:
             raise dg.Failure(description=err.message, allow_retries=False) from err
         if outcome.status in ("completed", "reused"):

@@ -10,6 +10,8 @@ import dagster as dg
 from specops_dag.agent.codex import AgentSettings
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from specops_dag.delivery.store import Store
     from specops_dag.execution.step import StepOutcome
 
@@ -36,11 +38,12 @@ class SpecopsResource(dg.ConfigurableResource):
                              model=self.codex_model, config=tuple(self.codex_config),
                              codex_home=self.codex_home)
 
-    def run_step(self, delivery: str, workflow: str, node: str) -> "StepOutcome":
+    def run_step(self, delivery: str, workflow: str, node: str,
+                 progress: "Callable[[str], None] | None" = None) -> "StepOutcome":
         from specops_dag.execution.step import run_step
 
         return run_step(self.store(), delivery, node, workflow=workflow,
-                        settings=self.agent_settings())
+                        settings=self.agent_settings(), progress=progress)
 
 
 def resource_from_env(root: Path) -> SpecopsResource:

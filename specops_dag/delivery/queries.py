@@ -257,7 +257,11 @@ def status_report(root: Path, state: Delivery) -> dict:
                            for r in open_risks(state)],
             "tokens": {"delivery": delivery_tokens(state), "budget": state.budget_tokens,
                        "cached_input": sum(step_cached(s) for s in state.steps),
-                       "per_node": {s.name: step_tokens(s) for s in state.steps}}}
+                       "per_node": {s.name: step_tokens(s) for s in state.steps}},
+            "tasks": {s.name: [{"id": t.id, "status": t.status, "attempts": t.attempts,
+                                "tokens": sum(tokens(u) for u in t.usage),
+                                "commits": t.commits, "error": t.error} for t in s.tasks]
+                      for s in state.steps if s.tasks}}
 
 
 def render_status(state: Delivery, report: dict) -> str:
@@ -277,6 +281,14 @@ def render_status(state: Delivery, report: dict) -> str:
             line += f" {s.blocked_reason}"
         if s.preflight:
             line += f"\n       {preflight_line(s.preflight)}"
+        if s.tasks:
+            merged = sum(t.status == "merged" for t in s.tasks)
+            line += f"\n       tasks: {merged} of {len(s.tasks)} merged"
+            for t in s.tasks:
+                spent = sum(tokens(u) for u in t.usage)
+                line += (f"\n         {t.id:<16} {t.status:<8} attempt {t.attempts}"
+                         + (f" [{spent} tokens]" if spent else "")
+                         + (f" {t.error.splitlines()[0][:100]}" if t.error else ""))
         ask = report["gates"].get(s.name)
         if ask:
             line += f"\n       question: {ask['question']}"

@@ -10,6 +10,7 @@ import json
 import os
 import shlex
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -109,7 +110,10 @@ def step_env(store: Store, state: Delivery, step: Step) -> dict[str, str]:
 
 
 def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
-                settings: AgentSettings) -> AttemptResult:
+                settings: AgentSettings,
+                progress: Callable[[str], None] | None = None) -> AttemptResult:
+    """One attempt of the step (a fan-out node's: all its tasks); `progress` hears what a
+    fan-out does as it goes."""
     kind = catalog.phases[step.phase].execution.executor.kind
     node_dir(store, state.phase, step.name).mkdir(parents=True, exist_ok=True)
     checked: Preflight | None = None
@@ -120,6 +124,10 @@ def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
                                  environment=True, preflight=step.preflight)
         if kind == "command":
             result = run_command_attempt(store, state, step, catalog)
+        elif catalog.phases[step.phase].execution.fan_out is not None:
+            from specops_dag.execution.fanout import run_fan_out
+
+            result = run_fan_out(store, state, step, catalog, settings, progress)
         else:
             result = run_codex_attempt(store, state, step, catalog, settings,
                                        restored=checked is not None and not checked.cached
@@ -188,8 +196,6 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
     env = step_env(store, state, step)
     secrets = secret_values(env, agent_excludes(settings))
     (folder / "prompt.md").write_text(redact(prompt.text, secrets), encoding="utf-8")
-    last = folder / "last-message.txt"
-    last.unlink(missing_ok=True)  # codex leaves a stale -o file on a failed turn
     preparation = None
     if step.attempts == 1:
         preparation = ((True, "restored by the executor before attempt 1 (NuGet packages in "
@@ -199,34 +205,12 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
                        else prepare_dotnet(store, state, step, target, env, catalog))
     if preparation is not None and not preparation[0]:
         return AttemptResult(False, preparation[1], environment=True, preparation=preparation[1])
-    caches = tuple(cache_dirs(store).values())
-    for cache in caches:
-        cache.mkdir(parents=True, exist_ok=True)
-    extra = (() if folder.resolve().is_relative_to(target) else (folder.resolve(),)) + caches
+    session = codex_session(store, settings, phase, codex_bin, prompt=prompt.text, cwd=target,
+                            folder=folder, delivery=state.phase, label=step.name,
+                            attempt=step.attempts, env=env,
+                            output=folder / f"step{step.step}-output.json")
+    run, usage, secrets = session.run, session.usage, session.secrets
     execution = phase.execution
-    sandbox = execution.sandbox or "workspace-write"
-    argv = codex_argv(codex_bin, sandbox=sandbox, workdir=target, last_message=last,
-                      settings=settings, delivery=state.phase, node=step.name,
-                      idle_timeout_s=execution.idle_timeout_s, add_dirs=extra,
-                      network=execution.network)
-    use_codex_home(store, settings, env)
-    with tempfile.TemporaryDirectory(prefix=".attempt-", dir=folder) as scratch:
-        run = run_codex(argv, prompt.text, workdir=target, env=env, timeout_s=execution.timeout_s,
-                        idle_timeout_s=execution.idle_timeout_s,
-                        command_timeout_s=execution.command_timeout_s,
-                        stdout_path=Path(scratch) / "stdout.jsonl",
-                        stderr_path=Path(scratch) / "stderr.txt")
-    last.unlink(missing_ok=True)  # codex wrote it unredacted; the output file keeps it redacted
-    usage = usage_of(run, step.attempts, "generator")
-    write_json_atomic(folder / f"step{step.step}-output.json", {
-        "attempt": step.attempts, "argv": [redact(a, secrets) for a in argv],
-        "exit_code": run.process.exit_code, "timed_out": run.process.timed_out,
-        "idle_timed_out": run.process.idle_timed_out, "stopped": run.process.stopped,
-        "command_timed_out": run.process.busy_timed_out, "overrun_command": run.overrun_command,
-        "duration_s": run.process.duration_s, "thread_id": run.thread_id,
-        "usage": run.usage, "last_message": redact(run.last_message, secrets),
-        "jsonl": redact(run.process.stdout, secrets),
-        "stderr": redact(run.process.stderr, secrets)})
     common = {"usage": usage, "message": redact(run.last_message, secrets)[:SUMMARY_LIMIT],
               "prompt_chars": prompt.total_chars,
               "preparation": preparation[1] if preparation else None}
@@ -242,6 +226,57 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
         if review is not None:
             verdict = run_review(store, state, step, catalog, settings, verdict, *review)
     return replace(verdict, **common)
+
+
+@dataclass(frozen=True)
+class CodexSession:
+    """One finished `codex exec` session: its run, its tokens and the secret values its texts
+    are redacted of."""
+
+    run: CodexRun
+    usage: Usage
+    secrets: list[str]
+
+    def shown(self, text: str) -> str:
+        return redact(text, self.secrets)
+
+
+def codex_session(store: Store, settings: AgentSettings, phase: Phase, codex_bin: str, *,
+                  prompt: str, cwd: Path, folder: Path, delivery: str, label: str, attempt: int,
+                  env: dict[str, str], output: Path) -> CodexSession:
+    """Run one codex session in `cwd` under the phase's sandbox and deadlines (the node or task
+    folder and the .NET caches writable beside it), `label` routing it (`<node>` or
+    `<node>.<task>`); its whole transcript, redacted, is written to `output`."""
+    secrets = secret_values(env, agent_excludes(settings))
+    last = folder / "last-message.txt"
+    last.unlink(missing_ok=True)  # codex leaves a stale -o file on a failed turn
+    caches = tuple(cache_dirs(store).values())
+    for cache in caches:
+        cache.mkdir(parents=True, exist_ok=True)
+    extra = (() if folder.resolve().is_relative_to(cwd) else (folder.resolve(),)) + caches
+    execution = phase.execution
+    argv = codex_argv(codex_bin, sandbox=execution.sandbox or "workspace-write", workdir=cwd,
+                      last_message=last, settings=settings, delivery=delivery, node=label,
+                      idle_timeout_s=execution.idle_timeout_s, add_dirs=extra,
+                      network=execution.network)
+    use_codex_home(store, settings, env)
+    with tempfile.TemporaryDirectory(prefix=".attempt-", dir=folder) as scratch:
+        run = run_codex(argv, prompt, workdir=cwd, env=env, timeout_s=execution.timeout_s,
+                        idle_timeout_s=execution.idle_timeout_s,
+                        command_timeout_s=execution.command_timeout_s,
+                        stdout_path=Path(scratch) / "stdout.jsonl",
+                        stderr_path=Path(scratch) / "stderr.txt")
+    last.unlink(missing_ok=True)  # codex wrote it unredacted; the output file keeps it redacted
+    write_json_atomic(output, {
+        "attempt": attempt, "argv": [redact(a, secrets) for a in argv],
+        "exit_code": run.process.exit_code, "timed_out": run.process.timed_out,
+        "idle_timed_out": run.process.idle_timed_out, "stopped": run.process.stopped,
+        "command_timed_out": run.process.busy_timed_out, "overrun_command": run.overrun_command,
+        "duration_s": run.process.duration_s, "thread_id": run.thread_id,
+        "usage": run.usage, "last_message": redact(run.last_message, secrets),
+        "jsonl": redact(run.process.stdout, secrets),
+        "stderr": redact(run.process.stderr, secrets)})
+    return CodexSession(run, usage_of(run, attempt, "generator"), secrets)
 
 
 TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens")

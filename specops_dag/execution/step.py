@@ -8,6 +8,7 @@ the lock, and records the verdict. Three calls in all per step; environment erro
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -39,6 +40,7 @@ from specops_dag.delivery.queries import (
 from specops_dag.delivery.store import Store
 from specops_dag.errors import SpecopsError, UsageError, WriteConflict
 from specops_dag.execution.attempt import AttemptResult, run_attempt
+from specops_dag.execution.fanout import load_tasks, remove_task_trees
 from specops_dag.files import sha256_file
 from specops_dag.workflow.catalog import Catalog
 from specops_dag.workflow.model import MAX_ATTEMPTS
@@ -74,12 +76,22 @@ class StepOutcome:
     commits: dict[str, str | None] = field(default_factory=dict)
     tokens: dict[str, int] = field(default_factory=dict)  # attempt / node / delivery totals
     review: dict | None = None  # the last evaluator round (ReviewRecord as metadata)
+    tasks: tuple[dict, ...] = ()  # a fan-out's tasks: id, status, attempts, tokens, commits
+
+
+def task_summaries(step: Step) -> tuple[dict, ...]:
+    """A fan-out node's tasks as its materialization metadata shows them."""
+    return tuple({"id": t.id, "status": t.status, "attempts": t.attempts,
+                  "tokens": sum(tokens(u) for u in t.usage), "commits": dict(t.commits),
+                  "branch": t.branch, "duration_s": t.duration_s} for t in step.tasks)
 
 
 def run_step(store: Store, delivery: str, node: str, workflow: str | None = None,
              settings: AgentSettings | None = None,
-             max_attempts: int = MAX_ATTEMPTS) -> StepOutcome:
-    """Run the next attempt of `node` if it may run; otherwise say why not. Never fakes success."""
+             max_attempts: int = MAX_ATTEMPTS,
+             progress: Callable[[str], None] | None = None) -> StepOutcome:
+    """Run the next attempt of `node` if it may run; otherwise say why not. Never fakes success.
+    `progress` hears a fan-out's task events as they happen (the Dagster run's log)."""
     claim = claim_step(store, delivery, node, workflow, max_attempts)
     if isinstance(claim, StepOutcome) and claim.status == "reused" and claim.commits.get(
             "metadata") == METADATA_PENDING:
@@ -92,7 +104,7 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
     step = state.get_step(node)
     started = time.monotonic()
     try:
-        result = run_attempt(store, state, step, catalog, settings or AgentSettings())
+        result = run_attempt(store, state, step, catalog, settings or AgentSettings(), progress)
     except SpecopsError as err:  # bad input found while preparing: blocked, never `running`
         result = AttemptResult(False, f"{err.message}; after fixing it, `specops resume "
                                f"{delivery} {node}`", environment=True)
@@ -115,6 +127,7 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
                                **extra)
         return StepOutcome("completed", node, result.message, handoff=result.handoff,
                            commits=after.get_step(node).commits,
+                           tasks=task_summaries(after.get_step(node)),
                            tokens=token_totals(after, node, result.usage), **extra)
     if result.environment:
         return StepOutcome("environment", node, f"blocked: {result.summary}", **extra)
@@ -155,6 +168,8 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
                                f"`{step.status}`")
         block = budget_spent(state, step, catalog.phases[step.phase].execution.budget.tokens)
         block = block or prepare_worktree(store, state, step)
+        if not block and catalog.phases[step.phase].execution.fan_out is not None:
+            block = bad_task_list(store, state, step, catalog)
         if not block and catalog.phases[step.phase].execution.executor.kind != "command":
             # Context paths are checked in the tree the agent will see, before any codex call
             # (raises UsageError: the transaction writes nothing).
@@ -174,6 +189,18 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
                       "registered: " + ", ".join(changed))
         state.log("attempt started", node, f"attempt {step.attempts}/{max_attempts}")
         return state, catalog  # written as it is now; what the caller changes stays local
+
+
+def bad_task_list(store: Store, state: Delivery, step: Step, catalog: Catalog) -> str | None:
+    """A fan-out node's task list is checked before any agent call: what is wrong with it, in
+    the load errors' form (file, line, field, fix), blocks the node."""
+    try:
+        load_tasks(store.root, state, step, catalog)
+    except UsageError as err:
+        return (f"bad task list: {'; '.join(err.message.splitlines())}; no agent call was made: "
+                f"fix the list (or `specops reopen {state.phase} <the node that writes it>`), "
+                f"then `specops resume {state.phase} {step.name}`")
+    return None
 
 
 def _refusal(catalog: Catalog, step: Step) -> str | None:
@@ -218,6 +245,10 @@ def prepare_worktree(store: Store, state: Delivery, step: Step) -> str | None:
             if held:
                 return held
         tree = workdir(store, state, step)
+        merging = gitflow.merging(tree)
+        if merging and merging in {t.commits.get("product") for t in step.tasks}:
+            gitflow.abort_merge(tree)  # a kill during a fan-out's merge of a task: it is redone
+            state.log("aborted an interrupted task merge", step.name, merging[:12])
         if gitflow.merge_in_progress(tree):
             return (f"merge in progress in {tree}: finish it (`git -C {tree} status`, fix the "
                     f"conflicts, `git -C {tree} commit --no-edit`) or abort it (`git -C {tree} "
@@ -337,6 +368,7 @@ def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
                            validation=(step.validation_report.model_dump()
                                        if step.validation_report else None),
                            drift=tuple(step_drift(store.root, step)), commits=step.commits,
+                           tasks=task_summaries(step),
                            tokens=token_totals(state, name, None),
                            review=step.reviews[-1].model_dump() if step.reviews else None)
     if step.status == "error":
@@ -443,8 +475,12 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
             handoff = tree / "docs" / "phase" / delivery / "handoff.md"
             delivery_handoff = sha256_file(handoff) if handoff.is_file() else None
             if state.worktree:  # product first, so its SHA is in the metadata commit's state
-                step.commits = {"product": gitflow.commit_product(
-                    tree, delivery, node, step.attempts), "metadata": METADATA_PENDING}
+                product = gitflow.commit_product(tree, delivery, node, step.attempts)
+                if product is None and step.tasks and gitflow.head(tree) != step.base_commit:
+                    product = gitflow.head(tree)  # a fan-out's product: its last task merge
+                step.commits = {"product": product, "metadata": METADATA_PENDING}
+                if step.tasks:
+                    remove_task_trees(store, state, step)
                 conflict = integrate(store, state, step) if step.worktree else None
                 if conflict:
                     step.commits = {}

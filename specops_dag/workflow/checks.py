@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from specops_dag.graph import find_cycle, transitive_needs
 from specops_dag.workflow.model import MAX_ATTEMPTS, Node, Phase, ValidationConfig, Workflow
+from specops_dag.workflow.tasks import check_fan_out, check_fan_out_node
 
 if TYPE_CHECKING:
     from specops_dag.workflow.catalog import SourceFile
@@ -63,6 +64,7 @@ class Checks:
         self.check_context_files(f"{src.display}: context_files", phase.context_files)
         if not isinstance(phase.validation, str):
             check_validation(self.problems, f"{src.display}: validation", phase.validation)
+        p.extend(check_fan_out(src.display, phase))
         execution = phase.execution
         if execution.executor.kind == "evaluator":
             if not execution.criteria:
@@ -208,6 +210,7 @@ class Checks:
         for i, node in enumerate(wf.nodes):
             if node.id in ancestors and node.phase in self.phases:
                 self.check_inputs(d, wf, i, node, ancestors[node.id])
+                p.extend(check_fan_out_node(d, wf, i, self.phases))
         for name, ref in wf.outputs.items():
             self.check_output_ref(f"{d}: outputs.{name}", wf, ref.node, ref.output)
 

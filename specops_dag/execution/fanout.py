@@ -1,0 +1,395 @@
+"""Task fan-out inside one node (`execution.fan_out`, issue #20 item 2): the upstream task list
+becomes one fresh codex session per task, each in its own worktree on its own branch with its own
+MAX_ATTEMPTS calls and failure feedback; independent tasks run at once (up to `max_parallel`),
+finished ones are merged into the node's tree one at a time in task order with the node's
+validation re-run on each merge, and a failing task blocks only the tasks that need it.
+
+Every task's progress is in the delivery state (`Step.tasks`), so a killed run goes on where it
+stopped: merged and built tasks are never run again. No dagster here: progress is reported
+through a callback.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+
+from specops_dag import gitflow
+from specops_dag.agent.codex import AgentSettings, find_codex
+from specops_dag.agent.prompt import TaskView, assemble_prompt, failure_summary
+from specops_dag.delivery.lifecycle import target_path, workdir
+from specops_dag.delivery.model import Delivery, Step, TaskRecord
+from specops_dag.delivery.queries import agent_path
+from specops_dag.delivery.store import Store
+from specops_dag.errors import UsageError
+from specops_dag.execution.attempt import (
+    AttemptResult,
+    baseline_for,
+    codex_session,
+    layout_of,
+    node_dir,
+    step_env,
+)
+from specops_dag.files import WORKTREES, now_iso, write_text_atomic
+from specops_dag.validation import validate_attempt
+from specops_dag.workflow.catalog import Catalog
+from specops_dag.workflow.model import MAX_ATTEMPTS
+from specops_dag.workflow.tasks import TaskList, load_task_list, task_order
+
+Progress = Callable[[str], None]
+
+
+def task_list_file(root: Path, state: Delivery, step: Step, catalog: Catalog) -> tuple[Path, str]:
+    """(the task list's path, as the user sees it): the upstream artifact `fan_out.tasks` names,
+    through the node's input port."""
+    fan = catalog.phases[step.phase].execution.fan_out
+    node = next(n for n in catalog.workflows[state.workflow].nodes if n.id == step.name)
+    ref = node.inputs.get(fan.tasks.input)
+    if ref is None or ref.node is None:
+        raise UsageError(f"node `{step.name}`: fan_out.tasks.input `{fan.tasks.input}` is not an "
+                         "input bound to an upstream node; bind it in the workflow")
+    handoff = state.get_step(ref.node).handoff.get(fan.tasks.artifact)
+    if handoff is None:
+        raise UsageError(f"node `{step.name}`: the task list (`{ref.node}` artifact "
+                         f"`{fan.tasks.artifact}`) is not in `{ref.node}`'s handoff; `specops "
+                         f"reopen {state.phase} {ref.node}` so it writes it")
+    return root / handoff.path, handoff.path
+
+
+def load_tasks(root: Path, state: Delivery, step: Step, catalog: Catalog) -> TaskList:
+    """The node's task list, validated (a load-style error naming file, line and fix)."""
+    path, shown = task_list_file(root, state, step, catalog)
+    return load_task_list(path, shown)
+
+
+def task_records(tasks: TaskList, known: list[TaskRecord]) -> list[TaskRecord]:
+    """The records of `tasks` in task order: kept for ids already recorded, new ones pending."""
+    have = {t.id: t for t in known}
+    return [have.get(t.id) or TaskRecord(id=t.id, title=t.title, needs=list(t.needs),
+                                         paths=list(t.paths), tests=list(t.tests))
+            for t in task_order(tasks.tasks)]
+
+
+def task_branch(delivery: str, node: str, task: str) -> str:
+    return f"feat-{delivery}+{node}+{task}"
+
+
+@dataclass
+class FanOut:
+    """One node's fan-out in this process: what every task thread and the merger share."""
+
+    store: Store
+    delivery: str
+    node: str
+    catalog: Catalog
+    settings: AgentSettings
+    progress: Progress
+    tree: Path  # the node's tree: tasks are merged here
+
+    def transaction(self):
+        return self.store.transaction(self.delivery)
+
+    def record(self, state: Delivery, task: str) -> TaskRecord:
+        return next(t for t in state.get_step(self.node).tasks if t.id == task)
+
+    def say(self, text: str) -> None:
+        self.progress(f"{self.node}: {text}")
+
+
+def run_fan_out(store: Store, state: Delivery, step: Step, catalog: Catalog,
+                settings: AgentSettings, progress: Progress | None = None) -> AttemptResult:
+    """Run, merge and validate every task of the node; ok once all are merged and the node's
+    own verification (artifacts, validation) passes on the merged tree."""
+    fan = catalog.phases[step.phase].execution.fan_out
+    tasks = load_tasks(store.root, state, step, catalog)
+    ctx = FanOut(store, state.phase, step.name, catalog, settings,
+                 progress or (lambda _text: None), workdir(store, state, step))
+    with ctx.transaction() as fresh:
+        node = fresh.get_step(step.name)
+        node.tasks = task_records(tasks, node.tasks)
+        for rec in node.tasks:
+            if rec.status == "running":  # a killed run's interrupted session: its call is spent
+                rec.status = "pending"
+                rec.last_failure = rec.last_failure or "the session was interrupted"
+        order = [t.id for t in node.tasks]
+    ctx.say(f"fan-out of {len(order)} tasks, at most {fan.max_parallel} at once")
+    running: dict[Future, str] = {}
+    with ThreadPoolExecutor(max_workers=fan.max_parallel, thread_name_prefix="task") as pool:
+        while True:
+            merged_any = merge_ready(ctx, state, step, order)
+            current = {t.id: t for t in ctx.store.read(ctx.delivery).get_step(ctx.node).tasks}
+            block_dependents(ctx, current)
+            for tid in order:
+                rec = current[tid]
+                if (len(running) < fan.max_parallel and rec.status == "pending"
+                        and tid not in running.values()
+                        and all(current[n].status == "merged" for n in rec.needs)):
+                    running[pool.submit(run_task, ctx, state, step, tid)] = tid
+            if merged_any:
+                continue
+            if not running:
+                break
+            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for future in done:
+                running.pop(future)
+                future.result()  # a defect in a task thread ends the node's attempt
+    final = {t.id: t for t in ctx.store.read(ctx.delivery).get_step(ctx.node).tasks}
+    unfinished = [t for t in final.values() if t.status != "merged"]
+    if unfinished:
+        lines = "; ".join(f"`{t.id}` {t.status}: {t.error or t.last_failure or ''}".rstrip(": ")
+                          for t in unfinished)
+        return AttemptResult(False, f"fan-out: {len(final) - len(unfinished)} of {len(final)} "
+                             f"tasks merged; {lines}; fix the cause, then `specops resume "
+                             f"{state.phase} {step.name}` (merged tasks are kept)",
+                             environment=True)
+    gather_artifacts(ctx, state, step, list(final.values()))
+    from specops_dag.execution.attempt import verify
+
+    result = verify(store, state, step, catalog)
+    ctx.say("every task merged; the node's validation " + ("passed" if result.ok else "failed"))
+    return result
+
+
+def merge_ready(ctx: FanOut, state: Delivery, step: Step, order: list[str]) -> bool:
+    """Merge the built tasks that are next in task order (failed and blocked ones are passed
+    over), one at a time, each followed by the node's validation; True when one merged."""
+    merged_any = False
+    while True:
+        tasks = {t.id: t for t in ctx.store.read(ctx.delivery).get_step(ctx.node).tasks}
+        nxt = next((tasks[t] for t in order if tasks[t].status not in
+                    ("merged", "failed", "blocked")), None)
+        if nxt is None or nxt.status != "built":
+            return merged_any
+        merge_task(ctx, state, step, nxt)
+        merged_any = True
+
+
+def merge_task(ctx: FanOut, state: Delivery, step: Step, rec: TaskRecord) -> None:
+    """Stage the task's branch merged into the node's tree, run the node's validation on it,
+    and commit the merge only when it passes; otherwise abort it (the tree as it was) and send
+    the task back with the failure (a conflict or a spent budget fails it for good)."""
+    tree, head = ctx.tree, rec.commits.get("product") or rec.base_commit or ""
+    if gitflow.merging(tree):  # a kill during an earlier merge of this node: undo it
+        gitflow.abort_merge(tree)
+    message = f"[{ctx.delivery}] {ctx.node}: merge task {rec.id} ({rec.branch})"
+    staged = gitflow.merge(tree, head, rec.branch or head, message, commit=False)
+    if isinstance(staged, gitflow.MergeConflict):
+        paths = ", ".join(staged.paths)
+        finish_task(ctx, rec.id, "failed", error=(
+            f"merging {rec.branch} into the node's tree conflicts on {paths} (the merge was "
+            f"aborted); its expected paths were {', '.join(rec.paths)}"))
+        return
+    if staged is None:  # nothing new on its branch: already in the tree
+        finish_task(ctx, rec.id, "merged", merge=None)
+        return
+    config = layout_of(ctx.catalog, state, step)
+    folder = node_dir(ctx.store, ctx.delivery, ctx.node)
+    report = validate_attempt(step.validation, tree, delivery=ctx.delivery,
+                              base_commit=step.base_commit,
+                              log_dir=folder / "validation" / f"after-{rec.id}",
+                              env=step_env(ctx.store, state, step), config=config,
+                              baseline=baseline_for(ctx.store, step, config))
+    if not report.passed:
+        gitflow.abort_merge(tree)
+        again = rec.attempts < MAX_ATTEMPTS
+        why = failure_summary(f"after merging task `{rec.id}` into the node's tree the node's "
+                              f"validation failed: {report.describe()}")
+        finish_task(ctx, rec.id, "pending" if again else "failed", failure=why,
+                    error=None if again else why)
+        ctx.say(f"task {rec.id}: the validation after its merge failed"
+                + ("; it gets another session" if again else "; budget spent"))
+        return
+    sha = gitflow.conclude_merge(tree, message)
+    finish_task(ctx, rec.id, "merged", merge=sha)
+    ctx.say(f"task {rec.id}: merged ({sha[:12]}) and the node's validation passed")
+
+
+_UNSET = object()
+
+
+def finish_task(ctx: FanOut, task: str, status: str, *, error: str | None | object = _UNSET,
+                failure: str | None | object = _UNSET, merge: str | None | object = _UNSET
+                ) -> None:
+    with ctx.transaction() as state:
+        rec = ctx.record(state, task)
+        rec.status = status  # type: ignore[assignment]
+        if error is not _UNSET:
+            rec.error = error  # type: ignore[assignment]
+        if failure is not _UNSET:
+            rec.last_failure = failure  # type: ignore[assignment]
+        if merge is not _UNSET:
+            rec.commits["merge"] = merge  # type: ignore[assignment]
+        if status in ("merged", "failed"):
+            rec.finished_at = now_iso()
+        state.log(f"task {status}", ctx.node, f"{task}" + (f": {rec.error}" if rec.error and
+                                                           status == "failed" else ""))
+
+
+def block_dependents(ctx: FanOut, tasks: dict[str, TaskRecord]) -> None:
+    """A pending task that needs a failed or blocked one is blocked (never run), transitively."""
+    stuck = {t for t, r in tasks.items() if r.status in ("failed", "blocked")}
+    newly = []
+    grew = True
+    while grew:
+        grew = False
+        for tid, rec in tasks.items():
+            if rec.status == "pending" and tid not in stuck and set(rec.needs) & stuck:
+                stuck.add(tid)
+                newly.append((tid, sorted(set(rec.needs) & stuck)))
+                grew = True
+    if not newly:
+        return
+    with ctx.transaction() as state:
+        for tid, causes in newly:
+            rec = ctx.record(state, tid)
+            rec.status = "blocked"
+            rec.error = "needs " + ", ".join(f"`{c}`" for c in causes) + ", which did not merge"
+            state.log("task blocked", ctx.node, f"{tid}: {rec.error}")
+    for tid, _ in newly:
+        ctx.say(f"task {tid}: blocked by a task it needs")
+
+
+def run_task(ctx: FanOut, state: Delivery, step: Step, task: str) -> None:
+    """A task's sessions until one is built (validated on its own tree and committed on its
+    branch) or its MAX_ATTEMPTS calls are spent."""
+    while True:
+        with ctx.transaction() as fresh:
+            rec = ctx.record(fresh, task)
+            if rec.attempts >= MAX_ATTEMPTS:
+                rec.status, rec.error = "failed", (f"budget spent: {rec.attempts} of "
+                                                   f"{MAX_ATTEMPTS} sessions failed: "
+                                                   f"{rec.last_failure}")
+                rec.finished_at = now_iso()
+                fresh.log("task failed", ctx.node, f"{task}: {rec.error}")
+                ctx.say(f"task {task}: failed ({rec.error[:200]})")
+                return
+            tree = task_tree(ctx, fresh, rec)
+            rec.status, rec.attempts = "running", rec.attempts + 1
+            rec.started_at = rec.started_at or now_iso()
+            fresh.log("task started", ctx.node, f"{task} attempt {rec.attempts}/{MAX_ATTEMPTS}")
+            view = rec.model_copy(deep=True)
+            index = [t.id for t in fresh.get_step(ctx.node).tasks].index(task) + 1
+            total = len(fresh.get_step(ctx.node).tasks)
+            snapshot = fresh.model_copy(deep=True)
+        ctx.say(f"task {task}: session {view.attempts} of {MAX_ATTEMPTS} started")
+        started = time.monotonic()
+        outcome = task_attempt(ctx, snapshot, snapshot.get_step(ctx.node), view, index, total,
+                               tree)
+        with ctx.transaction() as fresh:
+            rec = ctx.record(fresh, task)
+            rec.duration_s = round(rec.duration_s + time.monotonic() - started, 3)
+            if outcome.usage is not None:
+                rec.usage.append(outcome.usage)
+                fresh.get_step(ctx.node).usage.append(outcome.usage)
+            if outcome.ok:
+                product = gitflow.commit_product(tree, ctx.delivery, f"{ctx.node}.{task}",
+                                                 rec.attempts)
+                rec.commits["product"] = product or gitflow.head(tree)
+                rec.status, rec.last_failure = "built", None
+                fresh.log("task built", ctx.node, f"{task} attempt {rec.attempts}")
+            else:
+                rec.status, rec.last_failure = "pending", outcome.summary
+                fresh.log("task attempt failed", ctx.node, f"{task} attempt {rec.attempts}")
+        ctx.say(f"task {task}: session {view.attempts} "
+                + ("built and validated on its own tree" if outcome.ok else "failed"))
+        if outcome.ok:
+            return
+
+
+def task_tree(ctx: FanOut, state: Delivery, rec: TaskRecord) -> Path:
+    """The task's worktree (made on its first session from the node's tree as it is then, so
+    it holds every task it needs); on a later session the node's tree is merged in first."""
+    target = target_path(ctx.store, state)
+    path = (ctx.store.root / WORKTREES / f"{ctx.delivery}+{ctx.node}+{rec.id}").resolve()
+    branch = task_branch(ctx.delivery, ctx.node, rec.id)
+    gitflow.branch_worktree(target, path, branch, gitflow.head(ctx.tree),
+                            f"task `{rec.id}` of node `{ctx.node}`")
+    if rec.base_commit is None:
+        rec.base_commit = gitflow.head(path)
+    else:
+        merged = gitflow.merge(path, gitflow.head(ctx.tree), "the node's tree",
+                               f"[{ctx.delivery}] {ctx.node}.{rec.id}: merge the node's tree")
+        if isinstance(merged, gitflow.MergeConflict):
+            raise UsageError(f"task `{rec.id}`: merging the node's tree into {path} conflicts on "
+                             f"{', '.join(merged.paths)}")
+    root = ctx.store.root.resolve()
+    rec.branch = branch
+    rec.worktree = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+    return path
+
+
+def task_attempt(ctx: FanOut, state: Delivery, step: Step, rec: TaskRecord, index: int,
+                 total: int, tree: Path) -> AttemptResult:
+    """One codex session of one task in its own tree, then the task's verification there: its
+    artifacts, a product change, the node's validation."""
+    phase = ctx.catalog.phases[step.phase]
+    folder = node_dir(ctx.store, ctx.delivery, ctx.node) / "tasks" / rec.id
+    folder.mkdir(parents=True, exist_ok=True)
+    view = TaskView(rec, index, total, folder)
+    prompt = assemble_prompt(ctx.store.root, state, step, ctx.catalog, tree, task=view)
+    env = {**step_env(ctx.store, state, step), "SPECOPS_TASK": rec.id,
+           "SPECOPS_TARGET": str(tree)}
+    session = codex_session(
+        ctx.store, ctx.settings, phase, find_codex(ctx.settings, ctx.store.root),
+        prompt=prompt.text, cwd=tree, folder=folder, delivery=ctx.delivery,
+        label=f"{ctx.node}.{rec.id}", attempt=rec.attempts, env=env,
+        output=folder / f"session{rec.attempts}-output.json")
+    (folder / f"session{rec.attempts}-prompt.md").write_text(session.shown(prompt.text),
+                                                             encoding="utf-8")
+    run, usage = session.run, session.usage.model_copy(update={"task": rec.id})
+    if run.environment_error:
+        return AttemptResult(False, session.shown(run.environment_error), usage=usage)
+    if not run.ok:
+        failure = run.failure(phase.execution.timeout_s, phase.execution.idle_timeout_s)
+        return AttemptResult(False, failure_summary(session.shown(failure)), usage=usage)
+    missing = [f"`{a.id}` ({agent_path(folder / a.path, tree)})"
+               for a in phase.output.artifacts if a.required and not (folder / a.path).is_file()]
+    if missing:
+        return AttemptResult(False, "exit 0 but required artifacts are missing: "
+                             + ", ".join(missing), usage=usage)
+    if not gitflow.product_changes(tree, since=rec.base_commit):
+        return AttemptResult(False, "exit 0 but the product did not change: a task changes "
+                             f"the product (expected paths: {', '.join(rec.paths)})",
+                             usage=usage)
+    config = layout_of(ctx.catalog, state, step)
+    report = validate_attempt(step.validation, tree, delivery=ctx.delivery,
+                              base_commit=rec.base_commit,
+                              log_dir=folder / "validation", env=env, config=config,
+                              baseline=baseline_for(ctx.store, step, config))
+    if not report.passed:
+        logs = (f"\nvalidation logs: {agent_path(folder / 'validation', tree)}/"
+                if report.logs else "")
+        return AttemptResult(False, failure_summary(report.describe() + logs), usage=usage,
+                             validation=report)
+    return AttemptResult(True, "", usage=usage, validation=report)
+
+
+def gather_artifacts(ctx: FanOut, state: Delivery, step: Step,
+                     tasks: list[TaskRecord]) -> None:
+    """The node's artifacts are its tasks' own, put together in task order, each under a
+    `## Task <id>: <title>` heading (what every session wrote, nothing added)."""
+    phase = ctx.catalog.phases[step.phase]
+    folder = node_dir(ctx.store, ctx.delivery, ctx.node)
+    for art in phase.output.artifacts:
+        parts = []
+        for rec in tasks:
+            source = folder / "tasks" / rec.id / art.path
+            if source.is_file():
+                parts.append(f"## Task {rec.id}: {rec.title}\n\n"
+                             + source.read_text(encoding="utf-8").strip() + "\n")
+        if parts:
+            path = folder / art.path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(path, "\n".join(parts))
+
+
+def remove_task_trees(store: Store, state: Delivery, step: Step) -> None:
+    """The merged tasks' worktrees go once the node completes (their branches stay)."""
+    target = target_path(store, state)
+    for rec in step.tasks:
+        if rec.worktree:
+            gitflow.remove_worktree(target, (store.root / rec.worktree).resolve())
+            rec.worktree = None

@@ -1,0 +1,263 @@
+"""A node with `execution.fan_out` runs one fresh codex session per task of its upstream task list,
+each in its own worktree with its own budget; tasks are merged one at a time in task order with
+the node's validation after each merge, and a failing task blocks only the tasks that need it
+(issue #20 item 2). The agents are the literal replay agent: they know only their prompt."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import git
+import pytest
+
+from specops_dag.agent.codex import AgentSettings
+from specops_dag.delivery import lifecycle as ops
+from specops_dag.delivery.queries import render_status, status_report, tokens
+from specops_dag.delivery.store import Store
+from specops_dag.execution.step import run_step
+from specops_dag.workflow.catalog import definition_roots, load_catalog
+
+from ..support.agents import attempts, replay
+from ..support.cli import job_execute, specops
+from ..support.git import WHO, commit_paths
+from ..support.harness import write_tree
+from ..support.processes import kill_when, start_run, survivors
+
+TASKS = """\
+kind: task-list
+tasks:
+  - {id: t1, title: First part, paths: [src/t1.txt], tests: [App.Tests.T1.Works]}
+  - {id: t2, title: Second part, paths: [src/t2.txt], tests: [App.Tests.T2.Works]}
+  - {id: t3, title: Builds on the first, needs: [t1], paths: [src/t3.txt], tests: [App.Tests.T3.Works]}
+  - {id: t4, title: Fourth part, paths: [src/t4.txt], tests: [App.Tests.T4.Works]}
+"""
+
+BUILD = """\
+kind: phase
+id: p-build
+input: {ports: {plan: {contract: plan}}}
+execution:
+  goal: Build what the plan's tasks say.
+  executor: {kind: codex}
+  timeout_s: 90
+  idle_timeout_s: 30
+  skills:
+    - {id: build-skill, path: skills/build-skill/SKILL.md, load: entry, required: true}
+  fan_out: {tasks: {input: plan, artifact: tasks}, max_parallel: 2}
+output:
+  ports: {built: {contract: built}}
+  artifacts:
+    - {id: changes, path: changes.md, required: true}
+validation: none
+"""
+
+PLAN = """\
+kind: phase
+id: p-plan
+input: {ports: {request: {contract: req}}}
+execution:
+  goal: Copy the task list.
+  executor: {kind: command, argv: [sh, -c, 'cp plan/tasks.yaml "$SPECOPS_NODE_DIR/tasks.yaml"'], timeout_s: 30}
+output:
+  ports: {plan: {contract: plan}}
+  artifacts:
+    - {id: tasks, path: tasks.yaml, required: true}
+validation: none
+"""
+
+WORKFLOW = """\
+kind: workflow
+id: plan-build
+inputs: {request: {contract: req}}
+nodes:
+  - {id: plan, phase: p-plan, inputs: {request: {input: request}}}
+  - {id: build, phase: p-build, needs: [plan], inputs: {plan: {node: plan, output: plan}}}
+"""
+
+
+def harness(tmp_path: Path, tasks: str = TASKS, env: dict[str, str] | None = None) -> Store:
+    """The plan -> build harness root (a git repository) with delivery d1 (made by `specops
+    new` when `env` is given, so its Dagster partition exists)."""
+    root = write_tree(tmp_path / "harness", {
+        "workflow_defs/workflows/plan-build.yaml": WORKFLOW,
+        "workflow_defs/phases/p-plan.yaml": PLAN, "workflow_defs/phases/p-build.yaml": BUILD,
+        "workflow_defs/skills/build-skill/SKILL.md": "---\nname: build-skill\n---\nBuild it.\n",
+        "plan/tasks.yaml": tasks, "README.md": "# product\n", ".gitignore": ".dagster_home/\n"})
+    repo = git.Repo.init(root, initial_branch="main")
+    repo.git.add(A=True)
+    repo.index.commit("initial", author=WHO, committer=WHO)
+    store = Store(root)
+    if env is not None:
+        made = specops(env, root, "new", "plan-build", "d1", "--request", "Build four parts.")
+        assert made.returncode == 0, made.stderr
+        return store
+    ops.new_delivery(store, load_catalog(definition_roots(root), display_base=root),
+                     "plan-build", "d1", "Build the four parts.")
+    return store
+
+
+def writes(task: str) -> dict:
+    """A literal task agent that changes the product file its task names, then writes WRITE."""
+    return {"literal": {"before": [{"shell": f"mkdir -p src && echo {task} > src/{task}.txt"}],
+                        "files": {"changes.md": f"Changed src/{task}.txt.\n"}}}
+
+
+NOTHING = {"literal": {}}  # writes its WRITE files but never touches the product
+
+
+@pytest.mark.e2e
+def test_a_fan_out_merges_independent_tasks_and_a_failing_task_blocks_only_its_dependent(
+        tmp_path: Path) -> None:
+    store = harness(tmp_path)
+    assert run_step(store, "d1", "plan").status == "completed"
+    nodes = {"build.t1": [NOTHING] * 3, "build.t2": [writes("t2")], "build.t4": [writes("t4")],
+             "build.t3": [writes("t3")]}
+    events: list[str] = []
+    with replay(tmp_path, nodes) as server:
+        settings = AgentSettings(replay_url=server.url, codex_home=str(tmp_path / "codex-home"))
+        outcome = run_step(store, "d1", "build", settings=settings, progress=events.append)
+    assert outcome.status == "environment"
+    state = store.read("d1")
+    build = state.get_step("build")
+    assert [(t.id, t.status, t.attempts) for t in build.tasks] == [
+        ("t1", "failed", 3), ("t2", "merged", 1), ("t3", "blocked", 0), ("t4", "merged", 1)]
+    assert build.tasks[2].error == "needs `t1`, which did not merge"
+    assert build.tasks[0].error == (
+        "budget spent: 3 of 3 sessions failed: exit 0 but the product did not change: a task "
+        "changes the product (expected paths: src/t1.txt)")
+    assert outcome.message == (
+        "blocked: fan-out: 2 of 4 tasks merged; `t1` failed: " + build.tasks[0].error
+        + "; `t3` blocked: needs `t1`, which did not merge; fix the cause, then `specops "
+        "resume d1 build` (merged tasks are kept)")
+    assert attempts(tmp_path, "build.t3") == []  # never ran
+    assert [len(attempts(tmp_path, f"build.{t}")) for t in ("t1", "t2", "t4")] == [3, 1, 1]
+    # each task's session is fresh, in its own worktree, and told its task and failure
+    prompt = (store.delivery_dir("d1") / "build/tasks/t1/session2-prompt.md").read_text()
+    assert "task `t1` (1 of 4)" in prompt and "attempt 2 of 3" in prompt
+    assert "acceptance tests (each must exist, run and pass): App.Tests.T1.Works" in prompt
+    assert "# Previous attempt failed\n\nexit 0 but the product did not change" in prompt
+    repo = git.Repo(store.root)
+    t2 = build.tasks[1]
+    assert t2.branch == "feat-d1+build+t2"
+    assert commit_paths(repo, t2.commits["product"]) == ["src/t2.txt"]
+    tree = store.root / ".specops/worktrees/d1"
+    assert sorted(p.name for p in (tree / "src").iterdir()) == ["t2.txt", "t4.txt"]
+    merges = [c.summary for c in repo.iter_commits("feat-d1", max_count=2)]
+    assert merges == ["[d1] build: merge task t4 (feat-d1+build+t4)",
+                      "[d1] build: merge task t2 (feat-d1+build+t2)"]
+    assert "build: task t2: merged" in " ".join(events)
+    status = render_status(state, status_report(store.root, state)).splitlines()
+    at = status.index("       tasks: 2 of 4 merged")
+    spent = [sum(tokens(u) for u in t.usage) for t in build.tasks]
+    assert spent[0] > 0 and spent[1] > 0 and spent[2] == 0  # each session's own tokens
+    assert status[at + 1:at + 5] == [
+        f"         t1               failed   attempt 3 [{spent[0]} tokens] "
+        + build.tasks[0].error[:100],
+        f"         t2               merged   attempt 1 [{spent[1]} tokens]",
+        "         t3               blocked  attempt 0 needs `t1`, which did not merge",
+        f"         t4               merged   attempt 1 [{spent[3]} tokens]"]
+    assert status_report(store.root, state)["tasks"]["build"][1] == {
+        "id": "t2", "status": "merged", "attempts": 1, "tokens": spent[1],
+        "commits": build.tasks[1].commits, "error": None}
+    assert "Working directory: " + str((store.root / ".specops/worktrees/d1+build+t1")
+                                       .resolve()) in prompt
+    # tokens of every task session are the node's too
+    assert sum(len(t.usage) for t in build.tasks) == len(build.usage) == 5
+
+    # the person fixes the cause (here: t1's agent) and resumes: merged tasks are not redone
+    ops.resume(store, "d1", "build")
+    (tmp_path / "again").mkdir()
+    nodes = {"build.t1": [writes("t1")], "build.t3": [writes("t3")]}
+    with replay(tmp_path / "again", nodes) as server:
+        settings = AgentSettings(replay_url=server.url, codex_home=str(tmp_path / "codex-home"))
+        outcome = run_step(store, "d1", "build", settings=settings)
+    assert outcome.status == "completed", outcome.message
+    build = store.read("d1").get_step("build")
+    assert [(t.id, t.status) for t in build.tasks] == [(t, "merged") for t in
+                                                       ("t1", "t2", "t3", "t4")]
+    assert [len(attempts(tmp_path / "again", f"build.{t}")) for t in ("t1", "t3")] == [1, 1]
+    assert sorted(p.name for p in (tree / "src").iterdir()) == [f"t{i}.txt" for i in (1, 2, 3, 4)]
+    changes = (store.delivery_dir("d1") / "build/changes.md").read_text()
+    assert changes.startswith("## Task t1: First part\n\nChanged src/t1.txt.\n")
+    assert [line for line in changes.splitlines() if line.startswith("## Task")] == [
+        "## Task t1: First part", "## Task t2: Second part", "## Task t3: Builds on the first",
+        "## Task t4: Fourth part"]
+    assert build.handoff["changes"].path == "phases/d1/build/changes.md"
+    assert not [p for p in (store.root / ".specops/worktrees").iterdir() if "+" in p.name]
+
+
+BAD = textwrap.dedent("""\
+    kind: task-list
+    tasks:
+      - {id: t1, title: First part, paths: [src/t1.txt], tests: [App.Tests.T1.Works]}
+      - id: t2
+        title: Second part
+        needs: [t9]
+        paths: [src/t2.txt]
+        tests: [App.Tests.T2.Works]
+    """)
+
+
+@pytest.mark.e2e
+def test_a_bad_task_list_blocks_the_node_with_file_line_and_fix_before_any_agent_call(
+        tmp_path: Path) -> None:
+    store = harness(tmp_path, BAD)
+    assert run_step(store, "d1", "plan").status == "completed"
+    with replay(tmp_path, {}) as server:
+        settings = AgentSettings(replay_url=server.url, codex_home=str(tmp_path / "codex-home"))
+        outcome = run_step(store, "d1", "build", settings=settings)
+    assert (outcome.status, outcome.message) == ("blocked", (
+        "bad task list: phases/d1/plan/tasks.yaml:6: tasks[1].needs: unknown task `t9`; name one "
+        "of the task ids (t1, t2) or remove it; no agent call was made: fix the list (or "
+        "`specops reopen d1 <the node that writes it>`), then `specops resume d1 build`"))
+    assert not (tmp_path / "requests.jsonl").exists() or not (
+        tmp_path / "requests.jsonl").read_text().strip()
+    state = store.read("d1")
+    assert (state.get_step("build").status, state.get_step("build").attempts) == ("blocked", 0)
+
+
+INDEPENDENT = """\
+kind: task-list
+tasks:
+  - {id: t1, title: First part, paths: [src/t1.txt], tests: [App.Tests.T1.Works]}
+  - {id: t2, title: Second part, paths: [src/t2.txt], tests: [App.Tests.T2.Works]}
+  - {id: t3, title: Third part, paths: [src/t3.txt], tests: [App.Tests.T3.Works]}
+  - {id: t4, title: Fourth part, paths: [src/t4.txt], tests: [App.Tests.T4.Works]}
+"""
+
+
+@pytest.mark.e2e
+def test_a_run_killed_in_the_middle_of_a_fan_out_redoes_no_finished_task(
+        tmp_path: Path, clean_env: dict[str, str]) -> None:
+    store = harness(tmp_path, INDEPENDENT, clean_env)
+    root = store.root
+    hang = [{"shell": "sleep 600", "sleep_s": 0}, {"hang": True}]
+    nodes = {"build.t1": [writes("t1")], "build.t2": [writes("t2")],
+             "build.t3": [hang, writes("t3")], "build.t4": [writes("t4")]}
+    with replay(tmp_path, nodes) as server:
+        env = {**clean_env, "SPECOPS_REPLAY_URL": server.url,
+               "SPECOPS_CODEX_HOME": str(tmp_path / "codex-home")}
+        proc = start_run(env, root, "plan_build_job")
+
+        def t4_built_and_t3_running() -> bool:
+            try:
+                tasks = {t.id: t.status for t in Store(root).read("d1").get_step("build").tasks}
+            except Exception:  # noqa: BLE001 — not written yet
+                return False
+            return tasks == {"t1": "merged", "t2": "merged", "t3": "running", "t4": "built"}
+
+        kill_when(proc, t4_built_and_t3_running, limit_s=120)
+        assert survivors(str(root)) == []  # no codex session outlives the killed run
+        run = job_execute(env, root, "plan_build_job", "d1")
+    assert run.returncode == 0, run.stderr[-3000:]
+    build = Store(root).read("d1").get_step("build")
+    assert (build.status, [(t.id, t.status, t.attempts) for t in build.tasks]) == (
+        "completed", [("t1", "merged", 1), ("t2", "merged", 1), ("t3", "merged", 2),
+                      ("t4", "merged", 1)])
+    # agent calls redone after the kill: none (t3's interrupted session was never finished)
+    assert [len(attempts(tmp_path, f"build.{t}")) for t in ("t1", "t2", "t3", "t4")] == [
+        1, 1, 2, 1]
+    tip = git.Repo(root).commit("feat-d1").tree
+    assert [(tip / f"src/t{i}.txt").data_stream.read() for i in (1, 2, 3, 4)] == [
+        b"t1\n", b"t2\n", b"t3\n", b"t4\n"]
