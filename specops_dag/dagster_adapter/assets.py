@@ -82,6 +82,16 @@ def materialization(outcome: "StepOutcome", delivery: str,
                                 data_version=dg.DataVersion(data_version(outcome.handoff)))
 
 
+def codex_pool_limit(instance: dg.DagsterInstance) -> int | None:
+    """How many codex sessions the `codex` pool allows at once (its own limit, else the
+    instance's default pool limit; None: no limit): a fan-out runs no more tasks at once."""
+    try:
+        slots = instance.event_log_storage.get_concurrency_info("codex").slot_count
+    except NotImplementedError:
+        slots = 0
+    return slots or instance.global_op_concurrency_default_limit
+
+
 def node_code_version(catalog: Catalog, wf: Workflow, node: Node) -> str:
     digest = hashlib.sha256(sha256_file(catalog.source("phase", node.phase).path).encode())
     digest.update(node.model_dump_json().encode())
@@ -122,7 +132,8 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinitio
         end_with_run()  # a multiprocess step worker must not outlive a killed run
         try:
             # a fan-out's task events (started, built, merged, failed) go to the run's log
-            outcome = specops.run_step(delivery, wf.id, node.id, progress=context.log.info)
+            outcome = specops.run_step(delivery, wf.id, node.id, progress=context.log.info,
+                                       sessions=codex_pool_limit(context.instance))
         except SpecopsError as err:
             raise dg.Failure(description=err.message, allow_retries=False) from err
         if outcome.status in ("completed", "reused"):

@@ -39,11 +39,12 @@ class SpecopsResource(dg.ConfigurableResource):
                              codex_home=self.codex_home)
 
     def run_step(self, delivery: str, workflow: str, node: str,
-                 progress: "Callable[[str], None] | None" = None) -> "StepOutcome":
+                 progress: "Callable[[str], None] | None" = None,
+                 sessions: int | None = None) -> "StepOutcome":
         from specops_dag.execution.step import run_step
 
         return run_step(self.store(), delivery, node, workflow=workflow,
-                        settings=self.agent_settings(), progress=progress)
+                        settings=self.agent_settings(), progress=progress, sessions=sessions)
 
 
 def resource_from_env(root: Path) -> SpecopsResource:

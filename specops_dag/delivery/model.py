@@ -277,7 +277,8 @@ class TaskRecord(Model):
     error: str | None = None  # why it failed for good or is blocked
     started_at: str | None = None
     finished_at: str | None = None
-    duration_s: float = 0.0
+    duration_s: float = 0.0  # its sessions and their verification, together
+    merge_s: float = 0.0  # its merges into the node's tree with the node's validation
 
 
 class Step(Model):

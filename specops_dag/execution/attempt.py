@@ -111,7 +111,8 @@ def step_env(store: Store, state: Delivery, step: Step) -> dict[str, str]:
 
 def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
                 settings: AgentSettings,
-                progress: Callable[[str], None] | None = None) -> AttemptResult:
+                progress: Callable[[str], None] | None = None,
+                sessions: int | None = None) -> AttemptResult:
     """One attempt of the step (a fan-out node's: all its tasks); `progress` hears what a
     fan-out does as it goes."""
     kind = catalog.phases[step.phase].execution.executor.kind
@@ -127,7 +128,7 @@ def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
         elif catalog.phases[step.phase].execution.fan_out is not None:
             from specops_dag.execution.fanout import run_fan_out
 
-            result = run_fan_out(store, state, step, catalog, settings, progress)
+            result = run_fan_out(store, state, step, catalog, settings, progress, sessions)
         else:
             result = run_codex_attempt(store, state, step, catalog, settings,
                                        restored=checked is not None and not checked.cached

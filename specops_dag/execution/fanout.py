@@ -100,10 +100,13 @@ class FanOut:
 
 
 def run_fan_out(store: Store, state: Delivery, step: Step, catalog: Catalog,
-                settings: AgentSettings, progress: Progress | None = None) -> AttemptResult:
-    """Run, merge and validate every task of the node; ok once all are merged and the node's
-    own verification (artifacts, validation) passes on the merged tree."""
+                settings: AgentSettings, progress: Progress | None = None,
+                sessions: int | None = None) -> AttemptResult:
+    """Run, merge and validate every task of the node, at most `max_parallel` (and `sessions`,
+    the codex pool's limit) at once; ok once all are merged and the node's own verification
+    (artifacts, validation) passes on the merged tree."""
     fan = catalog.phases[step.phase].execution.fan_out
+    parallel = min(fan.max_parallel, sessions or fan.max_parallel)
     tasks = load_tasks(store.root, state, step, catalog)
     ctx = FanOut(store, state.phase, step.name, catalog, settings,
                  progress or (lambda _text: None), workdir(store, state, step))
@@ -115,16 +118,16 @@ def run_fan_out(store: Store, state: Delivery, step: Step, catalog: Catalog,
                 rec.status = "pending"
                 rec.last_failure = rec.last_failure or "the session was interrupted"
         order = [t.id for t in node.tasks]
-    ctx.say(f"fan-out of {len(order)} tasks, at most {fan.max_parallel} at once")
+    ctx.say(f"fan-out of {len(order)} tasks, at most {parallel} at once")
     running: dict[Future, str] = {}
-    with ThreadPoolExecutor(max_workers=fan.max_parallel, thread_name_prefix="task") as pool:
+    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="task") as pool:
         while True:
             merged_any = merge_ready(ctx, state, step, order)
             current = {t.id: t for t in ctx.store.read(ctx.delivery).get_step(ctx.node).tasks}
             block_dependents(ctx, current)
             for tid in order:
                 rec = current[tid]
-                if (len(running) < fan.max_parallel and rec.status == "pending"
+                if (len(running) < parallel and rec.status == "pending"
                         and tid not in running.values()
                         and all(current[n].status == "merged" for n in rec.needs)):
                     running[pool.submit(run_task, ctx, state, step, tid)] = tid
@@ -171,6 +174,16 @@ def merge_task(ctx: FanOut, state: Delivery, step: Step, rec: TaskRecord) -> Non
     """Stage the task's branch merged into the node's tree, run the node's validation on it,
     and commit the merge only when it passes; otherwise abort it (the tree as it was) and send
     the task back with the failure (a conflict or a spent budget fails it for good)."""
+    started = time.monotonic()
+    try:
+        _merge_task(ctx, state, step, rec)
+    finally:
+        with ctx.transaction() as fresh:
+            done = ctx.record(fresh, rec.id)
+            done.merge_s = round(done.merge_s + time.monotonic() - started, 3)
+
+
+def _merge_task(ctx: FanOut, state: Delivery, step: Step, rec: TaskRecord) -> None:
     tree, head = ctx.tree, rec.commits.get("product") or rec.base_commit or ""
     if gitflow.merging(tree):  # a kill during an earlier merge of this node: undo it
         gitflow.abort_merge(tree)

@@ -89,9 +89,11 @@ def task_summaries(step: Step) -> tuple[dict, ...]:
 def run_step(store: Store, delivery: str, node: str, workflow: str | None = None,
              settings: AgentSettings | None = None,
              max_attempts: int = MAX_ATTEMPTS,
-             progress: Callable[[str], None] | None = None) -> StepOutcome:
+             progress: Callable[[str], None] | None = None,
+             sessions: int | None = None) -> StepOutcome:
     """Run the next attempt of `node` if it may run; otherwise say why not. Never fakes success.
-    `progress` hears a fan-out's task events as they happen (the Dagster run's log)."""
+    `progress` hears a fan-out's task events as they happen (the Dagster run's log); `sessions`
+    caps how many of its task sessions run at once (the `codex` pool's limit)."""
     claim = claim_step(store, delivery, node, workflow, max_attempts)
     if isinstance(claim, StepOutcome) and claim.status == "reused" and claim.commits.get(
             "metadata") == METADATA_PENDING:
@@ -104,7 +106,8 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
     step = state.get_step(node)
     started = time.monotonic()
     try:
-        result = run_attempt(store, state, step, catalog, settings or AgentSettings(), progress)
+        result = run_attempt(store, state, step, catalog, settings or AgentSettings(), progress,
+                             sessions)
     except SpecopsError as err:  # bad input found while preparing: blocked, never `running`
         result = AttemptResult(False, f"{err.message}; after fixing it, `specops resume "
                                f"{delivery} {node}`", environment=True)
