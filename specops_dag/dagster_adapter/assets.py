@@ -68,7 +68,7 @@ def materialization(outcome: "StepOutcome", delivery: str,
     if outcome.usage is not None:
         metadata["codex_thread_id"] = outcome.usage.thread_id or ""
         metadata["tokens"] = dg.MetadataValue.json(outcome.usage.model_dump(
-            exclude={"attempt", "thread_id", "role"}))
+            exclude={"attempt", "thread_id", "role", "task"}))
     metadata.update({f"tokens_{k}": v for k, v in outcome.tokens.items()})
     if outcome.commits:
         metadata.update({f"commit/{k}": v or "" for k, v in outcome.commits.items()})

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from specops_dag import gitflow
@@ -149,11 +149,18 @@ def run_fan_out(store: Store, state: Delivery, step: Step, catalog: Catalog,
                              f"{state.phase} {step.name}` (merged tasks are kept)",
                              environment=True)
     gather_artifacts(ctx, state, step, list(final.values()))
-    from specops_dag.execution.attempt import verify
+    from specops_dag.execution.attempt import cache_dirs, verify
 
     result = verify(store, state, step, catalog)
     ctx.say("every task merged; the node's validation " + ("passed" if result.ok else "failed"))
-    return result
+    if step.validation != "full":
+        return result
+    caches = cache_dirs(store)
+    return replace(result, preparation=(
+        f"restored by the executor before attempt 1 (NuGet packages in "
+        f"{caches['NUGET_PACKAGES']}, dotnet home {caches['DOTNET_CLI_HOME']}) of each task, in "
+        f"its own worktree; logs in {node_dir(store, state.phase, step.name) / 'tasks'}/<task>/"
+        "validation/restore"))
 
 
 def merge_ready(ctx: FanOut, state: Delivery, step: Step, order: list[str]) -> bool:
@@ -345,6 +352,10 @@ def task_attempt(ctx: FanOut, state: Delivery, step: Step, rec: TaskRecord, inde
     prompt = assemble_prompt(ctx.store.root, state, step, ctx.catalog, tree, task=view)
     env = {**step_env(ctx.store, state, step), "SPECOPS_TASK": rec.id,
            "SPECOPS_TARGET": str(tree)}
+    if rec.attempts == 1 and step.validation == "full":
+        restored = restore_task_tree(ctx, state, step, tree, env, folder)
+        if restored is not None:
+            return AttemptResult(False, restored)
     session = codex_session(
         ctx.store, ctx.settings, phase, find_codex(ctx.settings, ctx.store.root),
         prompt=prompt.text, cwd=tree, folder=folder, delivery=ctx.delivery,
@@ -378,6 +389,25 @@ def task_attempt(ctx: FanOut, state: Delivery, step: Step, rec: TaskRecord, inde
         return AttemptResult(False, failure_summary(report.describe() + logs), usage=usage,
                              validation=report)
     return AttemptResult(True, "", usage=usage, validation=report)
+
+
+def restore_task_tree(ctx: FanOut, state: Delivery, step: Step, tree: Path,
+                      env: dict[str, str], folder: Path) -> str | None:
+    """Before a task's first session: its worktree restored outside the sandbox with the agent's
+    own NuGet and dotnet homes (as a node's is), so the agent builds and tests `--no-restore`.
+    Returns why it failed, or None."""
+    from specops_dag.errors import ToolMissing
+    from specops_dag.validation.dotnet import restore_worktree
+
+    try:
+        report = restore_worktree(tree, folder / "validation" / "restore", env,
+                                  config=layout_of(ctx.catalog, state, step))
+    except ToolMissing:
+        return None  # validation says so with the exact error
+    if report is None or report.passed:
+        return None
+    return (f"the executor's `dotnet restore` of the task's worktree failed, no agent call was "
+            f"made: {report.message}; logs in {folder / 'validation' / 'restore'}")
 
 
 def gather_artifacts(ctx: FanOut, state: Delivery, step: Step,

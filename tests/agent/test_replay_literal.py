@@ -333,7 +333,11 @@ def test_a_write_the_sandbox_refuses_blocks_with_the_path_named(tmp_path: Path) 
     prompt = generator_prompt(repo, [str(request)], ["out/notes.md"])
     with replay(tmp_path, {"write": [{"literal": {}}]}) as server:
         run = run_literal(server, tmp_path, repo, prompt, sandbox="read-only")
-    assert run.last_message in {  # GNU mkdir quotes by locale
+    # the host's shell start-up may add its own noise inside the read-only sandbox (pyenv's
+    # "cannot rehash" lines); the agent's message is the rest, verbatim
+    said = "\n".join(line for line in run.last_message.splitlines()
+                     if not line.startswith("pyenv: "))
+    assert said in {  # GNU mkdir quotes by locale
         f"BLOCKED: cannot write out/notes.md\nmkdir: cannot create directory {q}: Read-only "
         "file system" for q in ("‘out’", "'out'")}
     assert not (repo / "out").exists()

@@ -42,6 +42,16 @@ SEDDED = ("namespace Calc;\n\npublic class Calculator\n{\n    public int Add(int
           "\n\n    // Multiplies two integers.\n    public int Multiply(int a, int b) => a * b;\n}\n")
 
 
+# full-delivery's design writes the task graph develop fans out over (README, "Task lists").
+TASK_GRAPH = """kind: task-list
+tasks:
+  - id: document-multiply
+    title: Document Calculator.Multiply
+    paths: [src/Calc/Calculator.cs, tests/Calc.Tests/CalculatorTests.cs]
+    tests: [Calc.Tests.CalculatorTests.Multiply_ReturnsProduct]
+"""
+
+
 def git_fixture(tmp_path: Path) -> Path:
     """The `all-pass` fixture as a harness root: a git repository on `main`, one commit, no
     `.gitignore` (keeping bin/ and obj/ out is the product's job)."""
@@ -183,7 +193,9 @@ def test_quick_delivery_completes_end_to_end_with_the_literal_agent_on_a_git_fix
 
 def test_full_delivery_completes_end_to_end_with_the_literal_agent_and_its_four_gates(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
-    nodes = {"develop": literal({"shell": SED}), "*": literal()}
+    # design's task graph has one task; develop runs one session for it (`develop.<task>`)
+    nodes = {"design": [{"literal": {"files": {"design/tasks.yaml": TASK_GRAPH}}}],
+             "develop.document-multiply": literal({"shell": SED}), "*": literal()}
     order = ["requirements", "design", "develop", "verify", "delivery"]
     with harness(tmp_path, clean_env, nodes) as h:
         h.ok("new", "full-delivery", "f1", "--request", "Document Calculator.Multiply.")
@@ -206,15 +218,27 @@ def test_full_delivery_completes_end_to_end_with_the_literal_agent_and_its_four_
     assert_handoffs(h, "f1", {
         "requirements": {"spec": "requirements/spec.md",
                          "open-questions": "requirements/open-questions.md"},
-        "design": {"plan": "design/plan.md", "task-graph": "design/tasks.md"},
+        "design": {"plan": "design/plan.md", "task-graph": "design/tasks.yaml"},
         "develop": {"changes": "develop/changes.md", "red-green": "develop/red-green.md"},
         "verify": {"report": "verify/report.md",
                    "acceptance-matrix": "verify/acceptance-matrix.md"},
         "delivery": {"summary": "delivery/summary.md",
                      "pull-request": "delivery/pull-request.md"}})
-    assert_no_literal_block(h, order)
-    assert assert_clean_git(h, "f1") == metadata_subjects("f1", order, product="develop")
-    assert_product_commit(h, "f1", "develop", SEDDED)
+    assert_no_literal_block(h, ["requirements", "design", "develop.document-multiply",
+                                "verify", "delivery"])
+    task = "[f1] develop.document-multiply attempt 1: product changes"
+    merge = "[f1] develop: merge task document-multiply (feat-f1+develop+document-multiply)"
+    subjects = metadata_subjects("f1", order, product="develop")
+    assert sorted(assert_clean_git(h, "f1")) == sorted(
+        [merge if s == "[f1] develop attempt 1: product changes" else s for s in subjects]
+        + [task])
+    first_parent = git.Repo(h.root).git.log("feat-f1", "--first-parent", "--format=%s")
+    assert first_parent.splitlines() == [
+        merge if s == "[f1] develop attempt 1: product changes" else s for s in subjects]
+    assert_product_commit(h, "f1", "develop", SEDDED)  # the merge of its one task
+    develop = Store(h.root).read("f1").get_step("develop")
+    assert [(t.id, t.status, t.attempts) for t in develop.tasks] == [
+        ("document-multiply", "merged", 1)]
     assert [(worktree / rel).read_bytes() for rel in BUILD_OUTPUT] == [b"build output\n"] * 3
 
 
