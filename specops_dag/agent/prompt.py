@@ -96,8 +96,20 @@ class TaskView:
     folder: Path
 
 
+@dataclass(frozen=True)
+class ContractAsk:
+    """A sprint-contract session (`execution.contract`): where `contract.md` goes, the round, and
+    why the evaluator did not agree with the previous one."""
+
+    path: Path
+    round_no: int
+    max_rounds: int
+    feedback: str = ""
+
+
 def assemble_prompt(root: Path, state: Delivery, step: Step, catalog: Catalog,
-                    cwd: Path, tree: Path | None = None, task: TaskView | None = None) -> Prompt:
+                    cwd: Path, tree: Path | None = None, task: TaskView | None = None,
+                    contract: ContractAsk | None = None) -> Prompt:
     """Read everything this attempt's prompt is made of, in the fixed order, once. `root` is
     the harness root; `catalog` the delivery's snapshot; `cwd` the
     agent's working directory, which every path in the prompt resolves from; `tree` where the
@@ -127,7 +139,7 @@ def assemble_prompt(root: Path, state: Delivery, step: Step, catalog: Catalog,
         parts.append(PromptPart("previous failure", None,
                                 "# Previous attempt failed\n\n" + failure))
     parts.append(PromptPart("current step", None, current_step(root, state, step, catalog,
-                                                                phase, cwd, task)))
+                                                                phase, cwd, task, contract)))
     return Prompt(state.phase, step.name, step.step, tuple(parts))
 
 
@@ -266,7 +278,8 @@ def skill_lines(root: Path, state: Delivery, phase_id: str, cwd: Path) -> list[s
 
 
 def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
-                 phase: Phase, cwd: Path, task: TaskView | None = None) -> str:
+                 phase: Phase, cwd: Path, task: TaskView | None = None,
+                 contract: ContractAsk | None = None) -> str:
     attempt = min(step.attempts + (0 if step.status == "running" else 1), MAX_ATTEMPTS)
     node_dir = root / "phases" / state.phase / step.name
     title = f"`{step.name}`"
@@ -290,6 +303,14 @@ def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
     step_file = root / "phases" / state.phase / f"step{step.step}.md"
     if step_file.is_file():
         out.append(f"Step details: {agent_path(step_file, cwd)}")
+    if contract is not None:
+        return "\n".join(out + contract_lines(contract, cwd, "task" if task else "step"))
+    agreed = task.record.contract if task is not None else step.contract
+    if agreed is not None and agreed.agreed:
+        shown = agent_path(root / agreed.path, cwd)
+        out.append(f"CONTRACT: build what the agreed contract {shown} "
+                   f"(sha256 {agreed.sha256}) says; every test it names must exist, run and pass "
+                   "in this attempt's validation, and the work is judged against it.")
     out += review_lines(state, step, catalog, attempt)
     out += ["", "WRITE:"]
     out += [f"- {agent_path(node_dir / a.path, cwd)}"
@@ -315,6 +336,21 @@ def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
     out += ["", "REPORT: end with a final message of at most 1,000 characters that summarizes "
             "what you did and names the files you wrote."]
     return "\n".join(out)
+
+
+def contract_lines(ask: ContractAsk, cwd: Path, what: str) -> list[str]:
+    """The rest of a contract session's step: what the contract holds, and its one WRITE."""
+    out = ["", f"CONTRACT FIRST (round {ask.round_no} of {ask.max_rounds}): this session builds "
+           f"nothing. Write the contract of this {what}: under `## Build`, what you will build "
+           "(files and behaviour, within the TASK); under `## Tests`, one line `- "
+           "Namespace.Class.Method` per test that will prove it — each must exist, run and pass "
+           "in the build that follows. Change no other file: an independent evaluator reviews "
+           "the contract read-only before the build starts."]
+    if ask.feedback:
+        out.append(f"The evaluator did not agree with your previous contract: {ask.feedback}")
+    return out + ["", "WRITE:", f"- {agent_path(ask.path, cwd)} (required)", "",
+                  "REPORT: end with a final message of at most 1,000 characters that summarizes "
+                  "the contract and names the file you wrote."]
 
 
 def task_lines(task: TaskView) -> list[str]:

@@ -102,6 +102,27 @@ def evaluator_prompt_section(criteria: Iterable[CriterionLike], generator_node: 
     return "\n".join(out)
 
 
+def contract_prompt_section(generator: str, read_lines: list[str], round_no: int,
+                            max_rounds: int, where: str = "", goal: str = "") -> str:
+    """The evaluator's step when it reviews a sprint contract (the last READ line) before any
+    build: agree (PASS) or say what to change (BLOCK); the verdict alone decides."""
+    out = [f"# Current step: review of the contract of `{generator}` (contract round {round_no} "
+           f"of {max_rounds}; evaluator, read-only)", "", *([where, ""] if where else []),
+           "READ (in order):"]
+    out += [f"{i}. {line}" for i, line in enumerate(read_lines, 1)]
+    out += ["", "TASK:", *([goal.strip()] if goal.strip() else []),
+            f"Nothing is built yet: review the CONTRACT `{generator}` proposes (the last READ "
+            "file). Agree (VERDICT: PASS) only if its `## Build` is concrete and within the task "
+            "above and every test under `## Tests` is named fully (Namespace.Class.Method) and "
+            "would prove it; otherwise BLOCK and say under FINDINGS what to change.",
+            "Read-only: do not modify, create or delete any file; the caller saves your report.",
+            "", "REPORT: your LAST message must contain exactly one block in this format; the "
+            "verdict is read from the saved block, not from anything else you say.",
+            OPEN, "VERDICT: PASS|BLOCK", "FINDINGS:",
+            "- <what is missing or wrong in the contract and what would fix it>", CLOSE]
+    return "\n".join(out)
+
+
 def extract_review_block(last_message: str) -> str | None:
     """The text between the LAST `<<<REVIEW` and the `>>>` after it; None if absent. The end is
     a `>>>` on its own line first, else the first line ending in `>>>`, so C#'s `>>>` operator

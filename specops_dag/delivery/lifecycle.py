@@ -132,9 +132,7 @@ def freeze_snapshot(catalog: Catalog, workflow_id: str, into: Path,
         files.append(SnapshotFile(kind="skill-graph", id="graph", path=graph_src.display,
                                   sha256=sha256_file(graph_src.path), copy=copy.as_posix()))
     skills = {}
-    wf = catalog.workflows[workflow_id]
-    phase_ids = [n.phase for n in wf.nodes] + [n.review.phase for n in wf.nodes if n.review]
-    for phase_id in dict.fromkeys(phase_ids):
+    for phase_id in catalog.phase_ids_of(workflow_id):
         phase = catalog.phases[phase_id]
         skills[phase_id] = [
             BoundSkill(id=s.id, load=s.load, path=by_id[s.id].copy_path, sha256=by_id[s.id].sha256)

@@ -252,6 +252,18 @@ class ReviewRecord(Record):
     qa: QaRecord | None = None
 
 
+class ContractRecord(Model):
+    """A sprint contract (`execution.contract`) as agreed, or the last one proposed: where it is,
+    its sha256, the tests it names, and the evaluator's rounds on it."""
+
+    path: str  # relative to the harness root
+    sha256: str
+    tests: list[str] = []
+    agreed: bool = False
+    rounds: int = 0
+    reason: str = ""  # the evaluator's last reason
+
+
 TaskStatus = Literal["pending", "running", "built", "merged", "failed", "blocked"]
 
 
@@ -277,6 +289,7 @@ class TaskRecord(Model):
     error: str | None = None  # why it failed for good or is blocked
     started_at: str | None = None
     finished_at: str | None = None
+    contract: ContractRecord | None = None
     duration_s: float = 0.0  # its sessions and their verification, together
     merge_s: float = 0.0  # its merges into the node's tree with the node's validation
 
@@ -319,6 +332,7 @@ class Step(Model):
     branch: str | None = None
     result_commit: str | None = None  # the commit holding this node's completed work
     tasks: list[TaskRecord] = []  # a fan-out node's tasks, in task order
+    contract: ContractRecord | None = None  # its sprint contract (`execution.contract`)
 
 
 class Event(Model):
@@ -435,7 +449,7 @@ class Delivery(Model):
         self.move(step, "pending", "reopen")
         step.handoff, step.consumed, step.commits = {}, {}, {}
         step.base_commit = step.validation_report = step.delivery_handoff = None
-        step.result_commit = None
+        step.result_commit = step.contract = None
         step.tasks = []
         step.preparation = step.preflight = None
         step.started_at = step.completed_at = step.owner = None

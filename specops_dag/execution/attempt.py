@@ -43,6 +43,7 @@ from specops_dag.agent.review import (
 from specops_dag.delivery.budget import budget_spent
 from specops_dag.delivery.lifecycle import workdir
 from specops_dag.delivery.model import (
+    ContractRecord,
     Delivery,
     FileRef,
     PreflightRecord,
@@ -85,6 +86,8 @@ class AttemptResult:
     preparation: str | None = None  # what was done to the worktree before the first call
     review_usage: Usage | None = None  # the evaluator's sessions of this round, together
     preflight: PreflightRecord | None = None  # the base tree's validation, before the first call
+    contract: ContractRecord | None = None  # the sprint contract this attempt agreed or proposed
+    contract_usage: tuple[Usage, ...] = ()  # the contract rounds' sessions
 
 
 def cache_dirs(store: Store) -> dict[str, Path]:
@@ -193,8 +196,18 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
     folder = node_dir(store, state.phase, step.name)
     target = workdir(store, state, step)
     codex_bin = find_codex(settings, store.root)
-    prompt = assemble_prompt(store.root, state, step, catalog, target)
     env = step_env(store, state, step)
+    deal = None
+    if phase.execution.contract is not None and not (step.contract and step.contract.agreed):
+        from specops_dag.execution.contract import negotiate
+
+        deal = negotiate(store, state, step, catalog, settings, cwd=target, folder=folder,
+                         label=step.name, env=env)
+        if deal.refused:
+            return AttemptResult(False, deal.refused, environment=True, contract=deal.record,
+                                 contract_usage=deal.usage)
+        step.contract = deal.record
+    prompt = assemble_prompt(store.root, state, step, catalog, target)
     secrets = secret_values(env, agent_excludes(settings))
     (folder / "prompt.md").write_text(redact(prompt.text, secrets), encoding="utf-8")
     preparation = None
@@ -222,6 +235,14 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
         failure = run.failure(execution.timeout_s, execution.idle_timeout_s)
         return AttemptResult(False, failure_summary(redact(failure, secrets)), **common)
     verdict = verify(store, state, step, catalog)
+    if deal is not None:
+        common.update(contract=deal.record, contract_usage=deal.usage)
+    if verdict.ok and step.contract is not None:
+        from specops_dag.execution.contract import judge
+
+        broken = judge(step.contract, verdict.validation)
+        if broken:
+            verdict = AttemptResult(False, broken, validation=verdict.validation)
     if verdict.ok:
         review = review_of(catalog, state, step)
         if review is not None:
@@ -244,7 +265,7 @@ class CodexSession:
 
 def codex_session(store: Store, settings: AgentSettings, phase: Phase, codex_bin: str, *,
                   prompt: str, cwd: Path, folder: Path, delivery: str, label: str, attempt: int,
-                  env: dict[str, str], output: Path) -> CodexSession:
+                  env: dict[str, str], output: Path, sandbox: str | None = None) -> CodexSession:
     """Run one codex session in `cwd` under the phase's sandbox and deadlines (the node or task
     folder and the .NET caches writable beside it), `label` routing it (`<node>` or
     `<node>.<task>`); its whole transcript, redacted, is written to `output`."""
@@ -256,7 +277,8 @@ def codex_session(store: Store, settings: AgentSettings, phase: Phase, codex_bin
         cache.mkdir(parents=True, exist_ok=True)
     extra = (() if folder.resolve().is_relative_to(cwd) else (folder.resolve(),)) + caches
     execution = phase.execution
-    argv = codex_argv(codex_bin, sandbox=execution.sandbox or "workspace-write", workdir=cwd,
+    argv = codex_argv(codex_bin, sandbox=sandbox or execution.sandbox or "workspace-write",
+                      workdir=cwd,
                       last_message=last, settings=settings, delivery=delivery, node=label,
                       idle_timeout_s=execution.idle_timeout_s, add_dirs=extra,
                       network=execution.network)
@@ -348,6 +370,12 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
         f"artifact `{art}`" for art, ref in generated.handoff.items()]
     if (folder / "validation").is_dir():
         lines.append(f"{agent_path(folder / 'validation', repo)}/ — the validation logs and TRX")
+    goal = phase.execution.goal
+    if step.contract is not None and step.contract.agreed:
+        lines.append(f"{agent_path(store.root / step.contract.path, repo)} (sha256 "
+                     f"{step.contract.sha256}) — the sprint contract the generator agreed to")
+        goal += ("\nScore the build against the agreed sprint contract (READ): what it says "
+                 "it builds is built, and every test it names exists, runs and passes.")
     skills = [line.removeprefix("- ") for line in skill_lines(store.root, state, phase_id, repo)]
     qa = qa_stage(store, state, step, settings, phase, repo, round_no)
     if qa is not None and qa.status == "skipped" and phase.execution.qa.required:
@@ -361,7 +389,7 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
         lines += qa_read_lines(store.root / (qa.evidence or ""), qa, repo)
     text = evaluator_prompt_section(phase.execution.criteria, step.name, lines, round_no,
                                     max_rounds, skill_lines=skills, where=where_line(repo),
-                                    goal=phase.execution.goal, qa=qa_task_line(qa))
+                                    goal=goal, qa=qa_task_line(qa))
     agents = repo / "AGENTS.md"
     prompt = (agents.read_text(encoding="utf-8") + "\n\n" if agents.is_file() else "") + text
     session = ReviewSession(store, state, step, settings, phase, repo, round_no,

@@ -33,6 +33,7 @@ from specops_dag.execution.attempt import (
     node_dir,
     step_env,
 )
+from specops_dag.execution.contract import judge, negotiate
 from specops_dag.files import WORKTREES, now_iso, write_text_atomic
 from specops_dag.validation import validate_attempt
 from specops_dag.workflow.catalog import Catalog
@@ -301,9 +302,12 @@ def run_task(ctx: FanOut, state: Delivery, step: Step, task: str) -> None:
         with ctx.transaction() as fresh:
             rec = ctx.record(fresh, task)
             rec.duration_s = round(rec.duration_s + time.monotonic() - started, 3)
-            if outcome.usage is not None:
-                rec.usage.append(outcome.usage)
-                fresh.get_step(ctx.node).usage.append(outcome.usage)
+            for used in (*outcome.contract_usage, *([outcome.usage] if outcome.usage else [])):
+                used = used.model_copy(update={"task": task})
+                rec.usage.append(used)
+                fresh.get_step(ctx.node).usage.append(used)
+            if outcome.contract is not None:
+                rec.contract = outcome.contract
             if outcome.ok:
                 product = gitflow.commit_product(tree, ctx.delivery, f"{ctx.node}.{task}",
                                                  rec.attempts)
@@ -356,6 +360,26 @@ def task_attempt(ctx: FanOut, state: Delivery, step: Step, rec: TaskRecord, inde
         restored = restore_task_tree(ctx, state, step, tree, env, folder)
         if restored is not None:
             return AttemptResult(False, restored)
+    deal = None
+    if phase.execution.contract is not None and not (rec.contract and rec.contract.agreed):
+        deal = negotiate(ctx.store, state, step, ctx.catalog, ctx.settings, cwd=tree,
+                         folder=folder, label=f"{ctx.node}.{rec.id}", env=env, task=view)
+        if deal.refused:
+            return AttemptResult(False, deal.refused, contract=deal.record,
+                                 contract_usage=deal.usage)
+        rec = rec.model_copy(update={"contract": deal.record})
+        view = TaskView(rec, index, total, folder)
+        prompt = assemble_prompt(ctx.store.root, state, step, ctx.catalog, tree, task=view)
+    result = build_task(ctx, state, step, rec, view, prompt, tree, folder, env, phase)
+    if deal is not None:
+        result = replace(result, contract=deal.record, contract_usage=deal.usage)
+    return result
+
+
+def build_task(ctx: FanOut, state: Delivery, step: Step, rec: TaskRecord, view: TaskView,
+               prompt, tree: Path, folder: Path, env: dict[str, str], phase) -> AttemptResult:
+    """The task's build session and its verification (artifacts, a product change, the node's
+    validation on the task's tree, the agreed contract's tests)."""
     session = codex_session(
         ctx.store, ctx.settings, phase, find_codex(ctx.settings, ctx.store.root),
         prompt=prompt.text, cwd=tree, folder=folder, delivery=ctx.delivery,
@@ -388,6 +412,9 @@ def task_attempt(ctx: FanOut, state: Delivery, step: Step, rec: TaskRecord, inde
                 if report.logs else "")
         return AttemptResult(False, failure_summary(report.describe() + logs), usage=usage,
                              validation=report)
+    broken = judge(rec.contract, report)
+    if broken:
+        return AttemptResult(False, broken, usage=usage, validation=report)
     return AttemptResult(True, "", usage=usage, validation=report)
 
 

@@ -462,6 +462,9 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
             step.usage.append(result.usage)
         if result.review_usage is not None:
             step.usage.append(result.review_usage)
+        step.usage.extend(result.contract_usage)
+        if result.contract is not None:
+            step.contract = result.contract
         if result.validation is not None:
             step.validation_report = ValidationRecord(**result.validation.as_metadata())
         if result.preparation is not None:

@@ -37,6 +37,7 @@ class TrxRun:
     error_infos: tuple[str, ...]
     mtp: bool
     skipped_tests: tuple[str, ...] = ()
+    passed_tests: tuple[str, ...] = ()
 
 
 class TrxCorrupt(SpecopsError):
@@ -105,8 +106,9 @@ def parse_trx(path: Path) -> TrxRun:
         lst.get("id") == MTP_TEST_LIST for lst in root.iter(f"{{{NS}}}TestList")
     )
     skipped = tuple(_test_name(r) for r in results if r.get("outcome") == "NotExecuted")
+    passed = tuple(_test_name(r) for r in results if r.get("outcome") == "Passed")
     return TrxRun(outcome, *counts, tuple(r.get("outcome", "") for r in results), failing, errors,
-                  mtp, skipped)
+                  mtp, skipped, passed)
 
 
 def _counters(path: Path, summary: ET.Element) -> tuple[int, int, int, int]:

@@ -73,15 +73,23 @@ class Catalog:
         node = next(n for n in self.workflows[workflow_id].nodes if n.id == node_id)
         return self.phases[node.phase]
 
+    def phase_ids_of(self, workflow_id: str) -> list[str]:
+        """The phases a workflow runs, in order: each node's, its review's, and the evaluator of
+        a phase's sprint contract."""
+        phase_ids: list[str] = []
+        for node in self.workflows[workflow_id].nodes:
+            contract = (self.phases[node.phase].execution.contract
+                        if node.phase in self.phases else None)
+            for pid in (node.phase, node.review.phase if node.review else None,
+                        contract.evaluator if contract else None):
+                if pid and pid not in phase_ids:
+                    phase_ids.append(pid)
+        return phase_ids
+
     def files_of(self, workflow_id: str) -> list[SourceFile]:
         """The workflow file, its phases (review phases too) and their skill files, in order.
         The skill graph is not one of them: a snapshot keeps only the edges between bound skills."""
-        wf = self.workflows[workflow_id]
-        phase_ids: list[str] = []
-        for node in wf.nodes:
-            for pid in (node.phase, node.review.phase if node.review else None):
-                if pid and pid not in phase_ids:
-                    phase_ids.append(pid)
+        phase_ids = self.phase_ids_of(workflow_id)
         files = [self.source("workflow", workflow_id)]
         files += [self.source("phase", pid) for pid in phase_ids]
         if ("validation", "validation") in self.sources:

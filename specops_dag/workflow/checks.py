@@ -65,6 +65,20 @@ class Checks:
         if not isinstance(phase.validation, str):
             check_validation(self.problems, f"{src.display}: validation", phase.validation)
         p.extend(check_fan_out(src.display, phase))
+        contract = phase.execution.contract
+        if contract is not None:
+            other = self.phases.get(contract.evaluator)
+            if phase.execution.executor.kind != "codex":
+                p.append(f"{src.display}: execution.contract: only a `codex` phase negotiates a "
+                         "contract; remove it or use `executor: {kind: codex}`")
+            elif other is None or other.execution.executor.kind != "evaluator":
+                p.append(f"{src.display}: execution.contract.evaluator: `{contract.evaluator}` is "
+                         "not an evaluator phase; name a phase with `executor: {kind: "
+                         "evaluator}`")
+            if phase.validation_mode != "full":
+                p.append(f"{src.display}: execution.contract: a contract's tests are proven by "
+                         f"the attempt's TRX, which `validation: {phase.validation_mode}` does "
+                         "not run; use `validation: full` or remove the contract")
         execution = phase.execution
         if execution.executor.kind == "evaluator":
             if not execution.criteria:

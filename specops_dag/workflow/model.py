@@ -170,6 +170,15 @@ class TaskSource(Strict):
     artifact: Ident
 
 
+class SprintContract(Strict):
+    """`execution.contract`: before building, the generator writes `contract.md` (what it will
+    build, and the tests by name that prove it) and the evaluator phase `evaluator` reviews it
+    read-only until it agrees, in at most `max_rounds` rounds; the build is judged against it."""
+
+    evaluator: Ident
+    max_rounds: int = Field(default=2, ge=1, le=2)
+
+
 class FanOut(Strict):
     """One agent session per task of a task list, at most `max_parallel` at a time. That the
     port and the upstream artifact exist is checked at load (`tasks.check_fan_out`)."""
@@ -195,6 +204,7 @@ class Execution(Strict):
     criteria: list[Criterion] = []  # evaluator phases only
     qa: Qa | None = None  # evaluator phases only
     fan_out: FanOut | None = None  # codex phases only: one session per task of a task list
+    contract: SprintContract | None = None  # codex phases only: agree what to build first
 
 
 class Artifact(Strict):

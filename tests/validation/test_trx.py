@@ -128,11 +128,19 @@ PARSED = [
 def test_parse_trx_reads_every_field_of_each_sample_exactly(name: str, expected: TrxRun) -> None:
     run = parse_trx(DATA / name)
     # error_infos of `expected` are prefixes: the test-host text goes on for several lines.
-    assert replace(run, error_infos=(), skipped_tests=()) == replace(expected, error_infos=())
+    assert replace(run, error_infos=(), skipped_tests=(), passed_tests=()) == replace(
+        expected, error_infos=())
     assert len(run.skipped_tests) == run.result_outcomes.count("NotExecuted")
+    assert len(run.passed_tests) == run.result_outcomes.count("Passed")
     assert len(run.error_infos) == len(expected.error_infos)
     for text, prefix in zip(run.error_infos, expected.error_infos, strict=True):
         assert text.startswith(prefix), text
+
+
+def test_parse_trx_names_the_passed_tests_as_the_trx_does() -> None:
+    assert parse_trx(DATA / "vstest-mstest-passed-single.trx").passed_tests == ("TestMethod1",)
+    assert "SampleProject.xUnit.TestServiceTests.PassingTest" in parse_trx(
+        DATA / "vstest-net8-xunit-failed-with-skip.trx").passed_tests
 
 
 def test_skipped_tests_are_named_from_their_not_executed_results() -> None:

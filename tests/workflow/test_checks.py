@@ -139,3 +139,17 @@ def test_a_command_phase_with_skills_is_refused(tmp_path: Path) -> None:
     assert load_problems(root) == [
         "workflow_defs/phases/p-a.yaml: execution.skills: a command phase loads no skills; "
         "remove them or use `executor: {kind: codex}`"]
+
+
+def test_a_sprint_contract_needs_a_codex_phase_an_evaluator_and_full_validation(
+        tmp_path: Path) -> None:
+    contract = "  contract: {evaluator: p-b}\n"
+    files = {"workflow_defs/phases/p-a.yaml": command_phase(
+        "p-a", WRITE_OUT, {"request": "req"}, {"out": "a-out"}, extra=contract)}
+    root = write_tree(tmp_path, {**DIAMOND, **files})
+    assert load_problems(root) == [
+        "workflow_defs/phases/p-a.yaml: execution.contract: only a `codex` phase negotiates a "
+        "contract; remove it or use `executor: {kind: codex}`",
+        "workflow_defs/phases/p-a.yaml: execution.contract: a contract's tests are proven by the "
+        "attempt's TRX, which `validation: none` does not run; use `validation: full` or remove "
+        "the contract"]
