@@ -194,6 +194,13 @@ def merging(worktree: Path) -> str | None:
     return head.read_text(encoding="utf-8").split()[0] if head.is_file() else None
 
 
+def branch_heads(worktree: Path, pattern: str) -> set[str]:
+    """The commits the branches matching `pattern` (a `refs/heads/` glob) point at."""
+    result = run_process(["git", "-C", str(worktree), "for-each-ref", "--format=%(objectname)",
+                          f"refs/heads/{pattern}"], cwd=worktree, deadline_s=GIT_DEADLINE_S)
+    return set(result.stdout.split()) if result.ok else set()
+
+
 def merge_in_progress(worktree: Path) -> bool:
     return merging(worktree) is not None
 

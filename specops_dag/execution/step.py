@@ -248,10 +248,8 @@ def prepare_worktree(store: Store, state: Delivery, step: Step) -> str | None:
             if held:
                 return held
         tree = workdir(store, state, step)
-        merging = gitflow.merging(tree)
-        if merging and merging in {t.commits.get("product") for t in step.tasks}:
-            gitflow.abort_merge(tree)  # a kill during a fan-out's merge of a task: it is redone
-            state.log("aborted an interrupted task merge", step.name, merging[:12])
+        for folder in dict.fromkeys((workdir(store, state), tree)):
+            undo_interrupted_merge(state, step, folder)
         if gitflow.merge_in_progress(tree):
             return (f"merge in progress in {tree}: finish it (`git -C {tree} status`, fix the "
                     f"conflicts, `git -C {tree} commit --no-edit`) or abort it (`git -C {tree} "
@@ -266,6 +264,22 @@ def prepare_worktree(store: Store, state: Delivery, step: Step) -> str | None:
         return err.message
     except gitflow.GitError as err:
         return f"{err.message}; fix it, then `specops resume {state.phase} {step.name}`"
+
+
+def undo_interrupted_merge(state: Delivery, step: Step, tree: Path) -> None:
+    """A merge specops started and a kill interrupted (its MERGE_HEAD is a node's or a task's
+    work of this delivery, and no person is resolving a merge conflict) is aborted, to be made
+    again; a merge a person started is left alone."""
+    rev = gitflow.merging(tree)
+    if rev is None or any(s.status == "blocked" and (s.blocked_reason or "").startswith(
+            "merge conflict") for s in state.steps):
+        return
+    ours = {result_of(s) for s in state.steps} | {
+        t.commits.get("product") for s in state.steps for t in s.tasks}
+    ours |= gitflow.branch_heads(tree, f"feat-{state.phase}+*")
+    if rev in ours:
+        gitflow.abort_merge(tree)
+        state.log("aborted an interrupted merge", step.name, f"{rev[:12]} in {tree}")
 
 
 def _relative(store: Store, path: Path) -> str:

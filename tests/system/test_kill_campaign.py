@@ -5,9 +5,9 @@ left within seconds; the next `specops run` marks the killed Dagster run failed,
 delivery without redoing a completed node or losing a handoff, and `feat-d1` holds every node's
 product file. Slow (a few minutes): `pytest -m "not slow"` leaves it out.
 
-The diamond's phases run as a line (a → b → c → d): the delivery has one worktree, and two
-nodes running at once in it is what the parallel-work issue (#20) changes; killed mid-way, one
-node's leftovers would block its sibling's fresh start."""
+The delivery is the diamond (a → b, c → d): b and c may run at once, so each works in its own
+worktree and is merged into feat-d1 when it completes, and d starts from their merge; a kill can
+land in any of those merges."""
 
 from __future__ import annotations
 
@@ -26,22 +26,12 @@ from specops_dag.delivery.store import Store
 from specops_dag.files import sha256_file
 
 from ..support.cli import specops
-from ..support.git import WHO, git_harness
+from ..support.git import git_harness
 from ..support.processes import ours, start, wait_for
 
 pytestmark = pytest.mark.e2e
 
 TRIALS = 30
-LINE = """\
-kind: workflow
-id: line
-inputs: {request: {contract: req}}
-nodes:
-  - {id: a, phase: p-a, inputs: {request: {input: request}}}
-  - {id: b, phase: p-b, needs: [a], inputs: {up: {node: a, output: out}}}
-  - {id: c, phase: p-c, needs: [a, b], inputs: {up: {node: a, output: out}}}
-  - {id: d, phase: p-d, needs: [b, c], inputs: {left: {node: b, output: out}, right: {node: c, output: out}}}
-"""
 KILLS = ("job-execute", "group", "tree")
 EXECUTORS = ("multiprocess", "in_process")
 
@@ -74,16 +64,12 @@ def test_thirty_runs_killed_at_random_points_leave_nothing_running_and_recover_e
     for trial in range(TRIALS):
         how, executor = KILLS[trial % 3], EXECUTORS[(trial // 3) % 2]
         root, _ = git_harness(tmp_path / f"t{trial}")
-        (root / "workflow_defs/workflows/line.yaml").write_text(LINE)
-        repo = git.Repo(root)
-        repo.git.add(A=True)
-        repo.index.commit("the line workflow", author=WHO, committer=WHO)
         home = tmp_path / f"t{trial}/dagster_home"
         home.mkdir()
         (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
         calls = tmp_path / f"t{trial}/calls.log"
         env = {**clean_env, "CALLS": str(calls), "DAGSTER_HOME": str(home)}
-        assert specops(env, root, "new", "line", "d1", "--request", "x").returncode == 0
+        assert specops(env, root, "new", "diamond", "d1", "--request", "x").returncode == 0
         run = start(env, root, executor)
         try:
             time.sleep(rng.uniform(1.0, 7.0))

@@ -175,3 +175,38 @@ def test_a_conflicting_node_with_no_downstream_node_is_blocked_itself(tmp_path: 
                                                           ("right", "blocked")]
     assert (tree / "src/shared.txt").read_text() == "left\n"
     assert not git.Repo(tree).is_dirty(untracked_files=True)
+
+
+def test_a_merge_a_kill_interrupted_is_aborted_and_made_again_but_a_persons_is_left_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ..support.git import git_harness, new
+
+    monkeypatch.setenv("CALLS", str(tmp_path / "calls.log"))
+    root, _ = git_harness(tmp_path)
+    store = new(root)
+    assert [run_step(store, "d1", n).status for n in "ab"] == ["completed"] * 2
+    tree = (root / ".specops/worktrees/d1").resolve()
+    repo = git.Repo(tree)
+    # as if a kill hit b's merge into feat-d1 half-way: the merge staged, never committed
+    repo.git.reset("--hard", store.read("d1").get_step("a").commits["metadata"])
+    repo.git.merge("--no-commit", "--no-ff", "feat-d1+b")
+    assert (Path(repo.git_dir) / "MERGE_HEAD").exists()
+    assert run_step(store, "d1", "c").status == "completed"
+    state = store.read("d1")
+    assert [e.detail for e in state.history if e.event == "aborted an interrupted merge"] == [
+        f"{state.get_step('b').result_commit[:12]} in {tree}"]
+    assert run_step(store, "d1", "d").status == "completed"  # merges b's work again
+    tip = git.Repo(root).commit("feat-d1").tree
+    assert {f"src/{n}.txt" for n in "abcd"} <= {b.path for b in tip.traverse()}
+
+    # a merge a person started while a node is blocked on a merge conflict is theirs
+    with store.transaction("d1") as state:
+        state.get_step("d").status = "blocked"
+        state.get_step("d").blocked_reason = "merge conflict: (by hand)"
+    repo.git.reset("--hard", store.read("d1").get_step("a").commits["metadata"])
+    repo.git.merge("--no-commit", "--no-ff", "feat-d1+c")
+    from specops_dag.execution.step import undo_interrupted_merge
+
+    with store.transaction("d1") as state:
+        undo_interrupted_merge(state, state.get_step("d"), tree)
+    assert (Path(repo.git_dir) / "MERGE_HEAD").exists()
