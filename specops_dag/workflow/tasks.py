@@ -31,6 +31,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from specops_dag.errors import DefinitionError
 from specops_dag.graph import find_cycle, topological_order
 from specops_dag.workflow import yamlfile
+from specops_dag.workflow.messages import yaml_kind
 from specops_dag.workflow.model import ID_PATTERN, Phase, Workflow
 
 KIND = "task-list"
@@ -330,17 +331,6 @@ def is_qualified_name(name: str) -> bool:
     return len(parts) >= 2 and all(parts) and not re.search(r"\s", head)
 
 
-def yaml_kind(value: object) -> str:
-    """How a YAML value reads to the person who wrote it (as the catalog says it)."""
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    shown = str(value) if len(str(value)) <= 40 else str(value)[:37] + "..."
-    kind = {bool: "true/false", int: "a number", float: "a number"}.get(type(value), "text")
-    return f"{kind} `{shown}`"
 
 
 def _keys(node: Node) -> dict[object, tuple[Node, Node]]:
