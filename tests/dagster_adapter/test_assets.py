@@ -45,3 +45,14 @@ def test_a_failing_node_gets_three_attempts_and_an_unrelated_branch_still_comple
                   if e.step_key == "diamond__b"]
         assert [e.value for e in events] == ["STEP_START", "STEP_UP_FOR_RETRY", "STEP_RESTARTED",
                                              "STEP_UP_FOR_RETRY", "STEP_RESTARTED"]
+
+
+def test_a_fan_out_runs_no_more_sessions_at_once_than_the_codex_pool_allows() -> None:
+    from specops_dag.dagster_adapter.assets import codex_pool_limit
+
+    with dg.instance_for_test(overrides={"concurrency": {"pools": {"default_limit": 3}}}) as i:
+        assert codex_pool_limit(i) == 3  # dagster.yaml's default pool limit
+    with dg.instance_for_test() as instance:
+        assert codex_pool_limit(instance) is None  # no limit anywhere
+        instance.event_log_storage.set_concurrency_slots("codex", 5)
+        assert codex_pool_limit(instance) == 5  # the pool's own limit

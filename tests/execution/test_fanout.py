@@ -261,3 +261,16 @@ def test_a_run_killed_in_the_middle_of_a_fan_out_redoes_no_finished_task(
     tip = git.Repo(root).commit("feat-d1").tree
     assert [(tip / f"src/t{i}.txt").data_stream.read() for i in (1, 2, 3, 4)] == [
         b"t1\n", b"t2\n", b"t3\n", b"t4\n"]
+    # the tasks are in the node's materialization metadata and their events in the run's log
+    import dagster as dg
+
+    with dg.DagsterInstance.get() as instance:
+        key = dg.AssetKey(["plan-build", "build"])
+        event = instance.get_latest_materialization_event(key)
+        meta = event.asset_materialization.metadata
+        assert meta["tasks_merged"].value == 4
+        assert [(t["id"], t["status"], t["attempts"]) for t in meta["tasks"].value] == [
+            ("t1", "merged", 1), ("t2", "merged", 1), ("t3", "merged", 2), ("t4", "merged", 1)]
+        logs = [e.user_message for e in instance.all_logs(event.run_id)]
+        assert "build: task t3: merged" in " ".join(logs)
+        assert "build: fan-out of 4 tasks, at most 2 at once" in logs
