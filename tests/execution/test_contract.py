@@ -49,8 +49,13 @@ def verdict(v: str, why: str) -> dict:
     return {"literal": {"review": f"<<<REVIEW\nVERDICT: {v}\nFINDINGS:\n- {why}\n>>>"}}
 
 
-def contract_harness(tmp_path: Path) -> Store:
+def contract_harness(tmp_path: Path, review: bool = False) -> Store:
     root = agentic_git_harness(tmp_path, "all-pass")
+    if review:  # the contract's evaluator also reviews the build, one round
+        wf = root / "workflow_defs/workflows/agentic.yaml"
+        wf.write_text(wf.read_text().replace(
+            "{id: write, phase: c-write,", "{id: write, phase: c-write, review: {phase: c-judge, "
+            "max_rounds: 1},"))
     phase = root / "workflow_defs/phases/c-write.yaml"
     phase.write_text(phase.read_text().replace(
         "  skills:\n", "  contract: {evaluator: c-judge, max_rounds: 2}\n  skills:\n", 1)
@@ -207,3 +212,27 @@ def test_each_fan_out_task_agrees_its_own_contract_before_it_builds(tmp_path: Pa
     build = (store.delivery_dir("d1") / "build/tasks/add-comment/session1-prompt.md").read_text()
     assert "CONTRACT: build what the agreed contract " in build
     assert sorted(u.role for u in task.usage) == ["evaluator", "generator", "generator"]
+
+
+@pytest.mark.e2e
+def test_the_review_of_a_contract_build_scores_it_against_the_agreed_contract(
+        tmp_path: Path, standin: None) -> None:
+    store = contract_harness(tmp_path, review=True)
+    nodes = {"write.contract": [contract("Calc.Tests.CalculatorTests.Add_ReturnsSum")],
+             "write.contract-review": [verdict("PASS", "concrete")],
+             "write": [{"literal": {"before": [{"shell": EDIT}]}}],
+             "write.review": [{"literal": {"review": (
+                 "<<<REVIEW\nVERDICT: PASS\nSCORE concrete: 9 — as agreed\nFINDINGS:\n- none\n"
+                 ">>>")}}]}
+    with replay(tmp_path, nodes) as server:
+        settings = AgentSettings(replay_url=server.url, codex_home=str(tmp_path / "codex-home"))
+        outcome = run_step(store, "d1", "write", settings=settings)
+    assert outcome.status == "completed", outcome.message
+    step = store.read("d1").get_step("write")
+    folder = store.delivery_dir("d1") / "write"
+    review = (folder / "reviews/write-r1-prompt.md").read_text()
+    assert f"{folder / 'contract.md'} (sha256 {step.contract.sha256}) — the sprint contract the " \
+           "generator agreed to" in review
+    assert "Score the build against the agreed sprint contract (READ): what it says it builds " \
+           "is built, and every test it names exists, runs and passes." in review
+    assert [r.verdict for r in step.reviews] == ["PASS"]
