@@ -27,6 +27,9 @@ GIT_DEADLINE_S = 300
 # (`stepN-output.json`: every command's output) are kept there for debugging, never committed.
 SCRATCH = {".lock", ".run.lock", "runs", "validation", "last-message.txt", "sessions"}
 TRANSCRIPT = re.compile(r"step\d+-output\.json")
+# Who specops's own commits (product, metadata, merges, QA snapshots) are by.
+IDENTITY = {"GIT_AUTHOR_NAME": "specops", "GIT_AUTHOR_EMAIL": "specops@localhost",
+            "GIT_COMMITTER_NAME": "specops", "GIT_COMMITTER_EMAIL": "specops@localhost"}
 
 
 def _git():
@@ -67,23 +70,10 @@ def keep_harness_clean(harness_root: Path) -> None:
 
 def ensure_worktree(target: Path, harness_root: Path, delivery: str) -> Path:
     """The delivery's worktree (created on first use from the target's HEAD, reused after)."""
-    path = (harness_root / WORKTREES / delivery).resolve()
-    repo = _git().Repo(target)
     keep_harness_clean(harness_root)
     exclude_rules(target, BUILD_OUTPUTS)
-    if (path / ".git").exists():
-        return path
-    branch = branch_name(delivery)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        if branch in repo.heads:
-            repo.git.worktree("add", str(path), branch)
-        else:
-            repo.git.worktree("add", "-b", branch, str(path), "HEAD")
-    except _git().GitCommandError as err:
-        raise WriteConflict(f"write conflict: cannot create the worktree of `{delivery}` at "
-                            f"{path} on branch {branch}: {err.stderr.strip()}") from err
-    return path
+    return branch_worktree(target, (harness_root / WORKTREES / delivery).resolve(),
+                           branch_name(delivery), "HEAD", f"`{delivery}`")
 
 
 def node_branch(delivery: str, node: str) -> str:
@@ -111,6 +101,7 @@ def branch_worktree(target: Path, path: Path, branch: str, start: str, what: str
     if (path / ".git").is_file():
         return path
     repo = _git().Repo(target)
+    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         repo.git.worktree("prune")
         if branch in repo.heads:
@@ -140,8 +131,7 @@ class MergeConflict:
 
 
 def _merge_git(worktree: Path):
-    env = {**os.environ, "GIT_AUTHOR_NAME": "specops", "GIT_AUTHOR_EMAIL": "specops@localhost",
-           "GIT_COMMITTER_NAME": "specops", "GIT_COMMITTER_EMAIL": "specops@localhost"}
+    env = {**os.environ, **IDENTITY}
 
     def git(*args: str):
         return run_process(["git", "-C", str(worktree), "-c", "core.hooksPath=/dev/null",
@@ -236,9 +226,7 @@ def snapshot_commit(worktree: Path, scratch: Path, message: str) -> tuple[str, s
     """(commit, tree) of the worktree as it is now — tracked and untracked files, ignore rules
     honoured — on top of its HEAD, built through a private index in `scratch`: the worktree's
     files, index, HEAD and branch are not touched and no ref points at the commit."""
-    env = {**os.environ, "GIT_INDEX_FILE": str(scratch.resolve() / "snapshot-index"),
-           "GIT_AUTHOR_NAME": "specops", "GIT_AUTHOR_EMAIL": "specops@localhost",
-           "GIT_COMMITTER_NAME": "specops", "GIT_COMMITTER_EMAIL": "specops@localhost"}
+    env = {**os.environ, "GIT_INDEX_FILE": str(scratch.resolve() / "snapshot-index"), **IDENTITY}
     scratch.mkdir(parents=True, exist_ok=True)
 
     def git(*args: str) -> str:
@@ -430,11 +418,9 @@ def _add_literal(repo, paths: list[str], force: bool = False) -> None:
 def _commit(repo, message: str) -> str:
     """Commit the index as specops (git's own commit: no Python-side tree building, no hooks of
     the target repository, no signing prompt); return the new commit's SHA."""
-    env = {"GIT_AUTHOR_NAME": "specops", "GIT_AUTHOR_EMAIL": "specops@localhost",
-           "GIT_COMMITTER_NAME": "specops", "GIT_COMMITTER_EMAIL": "specops@localhost"}
     repo.git.execute(["git", "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null",
                       "commit", "-q", "--no-verify",
-                      "--allow-empty-message", "-m", message], env={**os.environ, **env})
+                      "--allow-empty-message", "-m", message], env={**os.environ, **IDENTITY})
     return repo.git.execute(["git", "rev-parse", "HEAD"]).strip()
 
 
