@@ -314,10 +314,12 @@ class CodexRun:
     events: int
     overrun_command: str | None = None  # the command killed for passing `command_timeout_s`
     command_timeout_s: int = 1800
+    infrastructure: str | None = None  # the provider failed, not the agent: worth a retry
 
     @property
     def ok(self) -> bool:
-        return self.process.ok and self.turn_failed is None and self.environment_error is None
+        return (self.process.ok and self.turn_failed is None and self.environment_error is None
+                and self.infrastructure is None)
 
     def failure(self, timeout_s: int, idle_timeout_s: int) -> str:
         p = self.process
@@ -331,9 +333,25 @@ class CodexRun:
         if p.idle_timed_out:
             return (f"codex sent no JSONL event for {idle_timeout_s} s and was killed by the idle "
                     "watchdog")
+        if self.infrastructure:
+            return self.infrastructure
         if self.turn_failed:
             return f"codex turn failed (exit {p.exit_code}): {self.turn_failed}"
         return f"codex exited {p.exit_code}: {tail(p.stderr)}"
+
+    @property
+    def reason(self) -> str:
+        """How this session ended, in the attempt reasons' terms (`AttemptReason`)."""
+        p = self.process
+        if self.environment_error:
+            return "environment"
+        if self.infrastructure:
+            return "infrastructure"
+        if p.timed_out or p.busy_timed_out:
+            return "timeout"
+        if p.idle_timed_out:
+            return "idle"
+        return "completed" if self.ok else "agent-error"
 
     @staticmethod
     def short(command: str, limit: int = 80) -> str:
@@ -385,11 +403,38 @@ def summarize(result: ProcessResult, events: list[dict], *, overrun_command: str
             failed = str((e.get("error") or {}).get("message") or "turn failed")
         elif kind == "item.completed" and (e.get("item") or {}).get("type") == "agent_message":
             messages.append(str(e["item"].get("text") or ""))
+    loop = sum(1 for e in events if e.get("type") == "error"
+               and NETWORK_LOOP in str(e.get("message"))) >= NETWORK_LOOP_LIMIT
+    infra = infrastructure_failure(result, failed, loop)
     return CodexRun(process=result, thread_id=thread_id, usage=usage,
                     last_message=messages[-1] if messages else "", turn_failed=failed,
-                    environment_error=environment_error(result, thread_id, failed),
+                    environment_error=None if infra else environment_error(result, thread_id,
+                                                                           failed),
                     events=len(events), overrun_command=overrun_command,
-                    command_timeout_s=command_timeout_s)
+                    command_timeout_s=command_timeout_s, infrastructure=infra)
+
+
+# What codex 0.171 says when the provider, not the request, failed (codex-rs: a 5xx is
+# "We're currently experiencing high demand…" or "unexpected status 503 Service Unavailable: …",
+# a 429 "exceeded retry limit, last status: 429 Too Many Requests", a cut stream "stream
+# disconnected before completion: …").
+INFRASTRUCTURE_SIGNS = ("high demand", "last status: 5", "unexpected status 5", "429",
+                        "too many requests", "rate limit", "stream disconnected before completion",
+                        "service unavailable", "bad gateway", "gateway timeout",
+                        "internal server error", "connection reset", "error sending request")
+
+
+def infrastructure_failure(result: ProcessResult, failed: str | None,
+                           network_loop: bool) -> str | None:
+    """The provider's failure, when that is what ended the session: the agent did nothing
+    wrong, so it is retried without costing an agent call (issue 21)."""
+    if network_loop and result.stopped:
+        return (f"codex cannot reach its model provider (`Reconnecting... {NETWORK_LOOP}` "
+                f"{NETWORK_LOOP_LIMIT} times); check the provider URL, the network or the "
+                "replay server")
+    if failed and any(sign in failed.lower() for sign in INFRASTRUCTURE_SIGNS):
+        return f"the model provider failed (codex exit {result.exit_code}): {failed}"
+    return None
 
 
 def environment_error(result: ProcessResult, thread_id: str | None,

@@ -57,7 +57,7 @@ class Turn(Strict):
     shell: str | None = None
     apply_patch: str | None = None
     message: str | None = None
-    fail: Literal["http-500", "http-400", "response-failed"] | None = None
+    fail: Literal["http-500", "http-503", "http-429", "http-400", "response-failed"] | None = None
     hang: bool = False
     # exec_command's own argument: how long codex waits for the command before it answers the
     # model with "Process running with session ID …" (codex's default is 10 s).
@@ -256,8 +256,8 @@ class Handler(BaseHTTPRequestHandler):
         if turn.hang:
             time.sleep(HANG_S)
             return
-        if turn.fail in ("http-500", "http-400"):
-            code = 500 if turn.fail == "http-500" else 400
+        if turn.fail in ("http-500", "http-503", "http-429", "http-400"):
+            code = int(turn.fail.removeprefix("http-"))
             self.reply(code, b'{"error": {"message": "replay: scripted failure"}}',
                        "application/json")
             return

@@ -54,6 +54,16 @@ def review_check(outcome: "StepOutcome") -> dg.AssetCheckResult:
                                metadata=metadata or {"note": "no review recorded"})
 
 
+def ended_metadata(outcome: "StepOutcome") -> dict[str, object]:
+    """How the attempt ended: its reason and the provider failures retried inside it."""
+    ended = outcome.ended
+    if ended is None:
+        return {}
+    return {"attempt_reason": ended.reason, "infra_retries": len(ended.infra_retries),
+            **({"infra_failures": dg.MetadataValue.json(
+                [r.model_dump() for r in ended.infra_retries])} if ended.infra_retries else {})}
+
+
 def materialization(outcome: "StepOutcome", delivery: str,
                     reviewed: bool = False) -> dg.MaterializeResult:
     metadata: dict[str, object] = {
@@ -72,6 +82,8 @@ def materialization(outcome: "StepOutcome", delivery: str,
     metadata.update({f"tokens_{k}": v for k, v in outcome.tokens.items()})
     if outcome.commits:
         metadata.update({f"commit/{k}": v or "" for k, v in outcome.commits.items()})
+    if outcome.ended is not None:
+        metadata.update(ended_metadata(outcome))
     if outcome.tasks:
         metadata["tasks"] = dg.MetadataValue.json(list(outcome.tasks))
         metadata["tasks_merged"] = sum(t["status"] == "merged" for t in outcome.tasks)
@@ -148,7 +160,7 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinitio
                                                     "status": outcome.status})
         else:
             raise dg.Failure(description=f"{node.id} of {delivery}: {outcome.message}",
-                             metadata={"attempt": outcome.attempt},
+                             metadata={"attempt": outcome.attempt, **ended_metadata(outcome)},
                              allow_retries=outcome.retryable)
 
     return _node

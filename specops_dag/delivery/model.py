@@ -96,6 +96,35 @@ class Usage(Model):
     task: str | None = None  # a fan-out task's session: the task id
 
 
+# How an attempt ended (issue 21): one reason each. `infrastructure` (the provider failed: HTTP
+# 5xx, rate limits, a cut stream, a reconnect loop) is retried under its own budget and does not
+# count against the agent calls; `environment` and `budget` stop the step for a person.
+AttemptReason = Literal["completed", "verification-failed", "agent-error", "timeout", "idle",
+                        "infrastructure", "environment", "budget"]
+
+
+class InfraRetry(Model):
+    """One codex session the provider failed, retried after `wait_s` (`execution.infra_retries`)."""
+
+    at: str
+    session: str  # `<node>`, `<node>.<task>`, `<node>.review`, `<node>.contract`…
+    reason: str
+    wait_s: float
+
+
+class AttemptRecord(Model):
+    """How one attempt ended: its reason, the provider failures retried inside it, its time."""
+
+    attempt: int
+    reason: AttemptReason
+    detail: str = ""
+    infra_retries: list[InfraRetry] = []
+    started_at: str | None = None
+    ended_at: str
+    duration_s: float = 0.0
+    counted: bool = True  # False: an infrastructure ending that gave the agent call back
+
+
 METADATA_PENDING = "pending"  # commits.metadata between completion and the metadata commit
 
 
@@ -292,6 +321,7 @@ class TaskRecord(Model):
     contract: ContractRecord | None = None
     duration_s: float = 0.0  # its sessions and their verification, together
     merge_s: float = 0.0  # its merges into the node's tree with the node's validation
+    infra_retries: list[InfraRetry] = []  # its sessions the provider failed, retried
 
 
 class Step(Model):
@@ -333,6 +363,7 @@ class Step(Model):
     result_commit: str | None = None  # the commit holding this node's completed work
     tasks: list[TaskRecord] = []  # a fan-out node's tasks, in task order
     contract: ContractRecord | None = None  # its sprint contract (`execution.contract`)
+    attempt_log: list[AttemptRecord] = []  # how each attempt ended, oldest first
 
 
 class Event(Model):
@@ -419,6 +450,12 @@ class Delivery(Model):
         self.move(step, "pending", "approve")
         step.blocked_reason = step.blocked_at = None
 
+    def give_back(self, step: Step, reason: str) -> None:
+        """running → blocked by the provider's failure: the agent call it made is given back
+        (an `infrastructure` ending does not count against MAX_ATTEMPTS)."""
+        self.block(step, reason)
+        step.attempts = max(0, step.attempts - 1)
+
     def complete(self, step: Step, handoff: dict[str, FileRef], summary: str | None,
                  delivery_handoff: str | None) -> None:
         """running → completed with its handoffs; the failure and feedback it answered go."""
@@ -450,7 +487,7 @@ class Delivery(Model):
         step.handoff, step.consumed, step.commits = {}, {}, {}
         step.base_commit = step.validation_report = step.delivery_handoff = None
         step.result_commit = step.contract = None
-        step.tasks = []
+        step.tasks, step.attempt_log = [], []
         step.preparation = step.preflight = None
         step.started_at = step.completed_at = step.owner = None
         step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None

@@ -10,9 +10,11 @@ import json
 import os
 import shlex
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TypeVar
 
 from specops_dag import gitflow
 from specops_dag.agent.codex import (
@@ -46,6 +48,7 @@ from specops_dag.delivery.model import (
     ContractRecord,
     Delivery,
     FileRef,
+    InfraRetry,
     PreflightRecord,
     QaRecord,
     ReviewRecord,
@@ -56,7 +59,7 @@ from specops_dag.delivery.model import (
 from specops_dag.delivery.queries import agent_path
 from specops_dag.delivery.store import Store
 from specops_dag.errors import ToolMissing
-from specops_dag.files import redact, sha256_file, write_json_atomic
+from specops_dag.files import now_iso, redact, sha256_file, write_json_atomic
 from specops_dag.process import run_process
 from specops_dag.validation import ValidationReport, validate_attempt
 from specops_dag.validation.preflight import Preflight, block_reason, cached_pass, run_preflight
@@ -66,7 +69,7 @@ from specops_dag.workflow.model import ValidationConfig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from specops_dag.workflow.model import Phase
+    from specops_dag.workflow.model import Execution, Phase
 
 DEFAULT_COMMAND_TIMEOUT_S = 600
 
@@ -88,6 +91,8 @@ class AttemptResult:
     preflight: PreflightRecord | None = None  # the base tree's validation, before the first call
     contract: ContractRecord | None = None  # the sprint contract this attempt agreed or proposed
     contract_usage: tuple[Usage, ...] = ()  # the contract rounds' sessions
+    reason: str = ""  # how it ended (`AttemptReason`); empty: derived (see `step.reason_of`)
+    infra: tuple[InfraRetry, ...] = ()  # sessions of this attempt the provider failed, retried
 
 
 def cache_dirs(store: Store) -> dict[str, Path]:
@@ -185,7 +190,8 @@ def run_command_attempt(store: Store, state: Delivery, step: Step,
         why = f"timed out after {timeout} s" if result.timed_out else f"exited {result.exit_code}"
         log = redact((result.stdout + result.stderr).strip(), secrets)
         text = f"`{shlex.join(argv)}` {why}" + (f"\n{log}" if log else "")
-        return AttemptResult(False, failure_summary(text))
+        return AttemptResult(False, failure_summary(text),
+                             reason="timeout" if result.timed_out else "agent-error")
     return verify(store, state, step, catalog)
 
 
@@ -205,7 +211,7 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
                          label=step.name, env=env)
         if deal.refused:
             return AttemptResult(False, deal.refused, environment=True, contract=deal.record,
-                                 contract_usage=deal.usage)
+                                 contract_usage=deal.usage, infra=deal.retries)
         step.contract = deal.record
     prompt = assemble_prompt(store.root, state, step, catalog, target)
     secrets = secret_values(env, agent_excludes(settings))
@@ -227,13 +233,19 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
     execution = phase.execution
     common = {"usage": usage, "message": redact(run.last_message, secrets)[:SUMMARY_LIMIT],
               "prompt_chars": prompt.total_chars,
-              "preparation": preparation[1] if preparation else None}
+              "preparation": preparation[1] if preparation else None,
+              "infra": (deal.retries if deal else ()) + session.retries}
     if run.environment_error:
         return AttemptResult(False, redact(run.environment_error, secrets), environment=True,
                              **common)
+    if run.infrastructure:
+        return AttemptResult(False, provider_down(state, step, session.shown(run.infrastructure),
+                                                  session.retries, execution),
+                             environment=True, reason="infrastructure", **common)
     if not run.ok:
         failure = run.failure(execution.timeout_s, execution.idle_timeout_s)
-        return AttemptResult(False, failure_summary(redact(failure, secrets)), **common)
+        return AttemptResult(False, failure_summary(redact(failure, secrets)), reason=run.reason,
+                             **common)
     verdict = verify(store, state, step, catalog)
     if deal is not None:
         common.update(contract=deal.record, contract_usage=deal.usage)
@@ -247,7 +259,17 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
         review = review_of(catalog, state, step)
         if review is not None:
             verdict = run_review(store, state, step, catalog, settings, verdict, *review)
-    return replace(verdict, **common)
+    return replace(verdict, **{**common, "infra": common["infra"] + verdict.infra})
+
+
+def provider_down(state: Delivery, step: Step, why: str, retries: tuple[InfraRetry, ...],
+                  execution: Execution) -> str:
+    """The block message of an attempt whose provider kept failing past its retries."""
+    waited = sum(r.wait_s for r in retries)
+    return (f"infrastructure: {why}; retried {len(retries)} of {execution.infra_retries} times "
+            f"(execution.infra_retries) over {waited:g} s of backoff; this does not count "
+            f"against the agent calls: when the provider is back, `specops resume "
+            f"{state.phase} {step.name}`")
 
 
 @dataclass(frozen=True)
@@ -258,6 +280,7 @@ class CodexSession:
     run: CodexRun
     usage: Usage
     secrets: list[str]
+    retries: tuple[InfraRetry, ...] = ()  # the sessions before it that the provider failed
 
     def shown(self, text: str) -> str:
         return redact(text, self.secrets)
@@ -268,7 +291,48 @@ def codex_session(store: Store, settings: AgentSettings, phase: Phase, codex_bin
                   env: dict[str, str], output: Path, sandbox: str | None = None) -> CodexSession:
     """Run one codex session in `cwd` under the phase's sandbox and deadlines (the node or task
     folder and the .NET caches writable beside it), `label` routing it (`<node>` or
-    `<node>.<task>`); its whole transcript, redacted, is written to `output`."""
+    `<node>.<task>`); its whole transcript, redacted, is written to `output`. A session the
+    provider fails is run again under `execution.infra_retries` (backoff doubling from
+    `infra_backoff_s`, none begun past `infra_max_s`); the retries are returned with it."""
+    session, retries = infra_retrying(
+        phase.execution, label,
+        lambda: _one_session(store, settings, phase.execution, codex_bin, prompt=prompt,
+                             cwd=cwd, folder=folder, delivery=delivery, label=label,
+                             attempt=attempt, env=env, output=output, sandbox=sandbox),
+        lambda one: one.run, secret_values(env, agent_excludes(settings)))
+    return replace(session, retries=retries)
+
+
+T = TypeVar("T")
+
+
+def infra_retrying(execution: Execution, label: str, call: Callable[[], T],
+                   run_of: Callable[[T], CodexRun], secrets: list[str]
+                   ) -> tuple[T, tuple[InfraRetry, ...]]:
+    """`call` (one codex session) again while the provider fails it: at most
+    `execution.infra_retries` more times, waiting `infra_backoff_s` doubling, none begun past
+    `infra_max_s` after the first failure. The last session is returned with the retries."""
+    retries: list[InfraRetry] = []
+    first_failure: float | None = None
+    while True:
+        result = call()
+        why = run_of(result).infrastructure
+        if why is None:
+            return result, tuple(retries)
+        first_failure = first_failure if first_failure is not None else time.monotonic()
+        wait = execution.infra_backoff_s * 2 ** len(retries)
+        if (len(retries) >= execution.infra_retries
+                or time.monotonic() - first_failure + wait > execution.infra_max_s):
+            return result, tuple(retries)
+        retries.append(InfraRetry(at=now_iso(), session=label, reason=redact(why, secrets),
+                                  wait_s=wait))
+        time.sleep(wait)
+
+
+def _one_session(store: Store, settings: AgentSettings, execution: Execution, codex_bin: str,
+                 *, prompt: str, cwd: Path, folder: Path, delivery: str, label: str,
+                 attempt: int, env: dict[str, str], output: Path,
+                 sandbox: str | None) -> CodexSession:
     secrets = secret_values(env, agent_excludes(settings))
     last = folder / "last-message.txt"
     last.unlink(missing_ok=True)  # codex leaves a stale -o file on a failed turn
@@ -276,7 +340,6 @@ def codex_session(store: Store, settings: AgentSettings, phase: Phase, codex_bin
     for cache in caches:
         cache.mkdir(parents=True, exist_ok=True)
     extra = (() if folder.resolve().is_relative_to(cwd) else (folder.resolve(),)) + caches
-    execution = phase.execution
     argv = codex_argv(codex_bin, sandbox=sandbox or execution.sandbox or "workspace-write",
                       workdir=cwd,
                       last_message=last, settings=settings, delivery=delivery, node=label,
@@ -361,7 +424,7 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     phase = catalog.phases[phase_id]
     spent = budget_spent(state, step, phase.execution.budget.tokens, phase_id, "evaluator")
     if spent:
-        return AttemptResult(False, spent, environment=True)
+        return AttemptResult(False, spent, environment=True, reason="budget")
     folder = node_dir(store, state.phase, step.name)
     repo = workdir(store, state, step)
     round_no = step.attempts
@@ -406,17 +469,18 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
         usage.model_dump(exclude={"role", "attempt", "task"}))})
     evaluator_passed, evaluator_reason = record.verdict == "PASS", record.reason
     qa_failure = judge_with_qa(record, qa, store.root, repo)
+    retries = first.retries + (outcome.retries if outcome is not first else ())
     if outcome.environment:
         return AttemptResult(False, outcome.environment, environment=True, review=record,
-                             review_usage=usage)
+                             review_usage=usage, infra=retries, reason=outcome.reason)
     if record.verdict == "PASS":
-        return replace(generated, review=record, review_usage=usage)
+        return replace(generated, review=record, review_usage=usage, infra=retries)
     if record.verdict == "MALFORMED":
         return AttemptResult(False, f"review round {round_no}: the evaluator's report could not "
                              f"be read twice ({record.reason}); it is not charged to the "
                              f"generator: read {record.report}, then `specops resume "
                              f"{state.phase} {step.name}`", environment=True, review=record,
-                             review_usage=usage)
+                             review_usage=usage, infra=retries)
     shown = agent_path(store.root / (record.report or ""), repo)
     if evaluator_passed or evaluator_reason != outcome.review.reason:
         feedback = (f"review round {round_no} blocked: {record.reason}; read the full report "
@@ -426,7 +490,8 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
         if qa_failure:
             feedback += f"\n{qa_failure}"
     return AttemptResult(False, failure_summary(feedback), review=record,
-                         review_exhausted=round_no >= max_rounds, review_usage=usage)
+                         review_exhausted=round_no >= max_rounds, review_usage=usage,
+                         infra=retries)
 
 
 def judge_with_qa(record: ReviewRecord, qa: QaReport | None, root: Path, repo: Path
@@ -496,7 +561,9 @@ class Evaluation:
     review: Review
     record: ReviewRecord
     usage: Usage
-    environment: str | None = None
+    environment: str | None = None  # why the round stops for a person
+    retries: tuple[InfraRetry, ...] = ()
+    reason: str = "environment"  # of a stop: `environment` or `infrastructure`
 
 
 @dataclass
@@ -534,11 +601,14 @@ class ReviewSession:
         use_codex_home(store, settings, env)
         before = gitflow.product_changes(self.repo) if state.worktree else []
         timeout_s = max(1, int(execution.timeout_s - self.spent_s))
-        run = run_codex(argv, prompt, workdir=self.repo, env=env, timeout_s=timeout_s,
-                        idle_timeout_s=execution.idle_timeout_s,
-                        command_timeout_s=execution.command_timeout_s,
-                        stdout_path=base.with_name(base.name + ".jsonl"),
-                        stderr_path=base.with_name(base.name + ".stderr.txt"))
+        run, retries = infra_retrying(
+            execution, f"{step.name}.review",
+            lambda: run_codex(argv, prompt, workdir=self.repo, env=env, timeout_s=timeout_s,
+                              idle_timeout_s=execution.idle_timeout_s,
+                              command_timeout_s=execution.command_timeout_s,
+                              stdout_path=base.with_name(base.name + ".jsonl"),
+                              stderr_path=base.with_name(base.name + ".stderr.txt")),
+            lambda one: one, secrets)
         said = redact(run.last_message, secrets)
         last.unlink(missing_ok=True)
         for path in (base.with_name(base.name + ".jsonl"),
@@ -549,12 +619,14 @@ class ReviewSession:
         base.with_name(base.name + ".last-message.md").write_text(said, encoding="utf-8")
         usage = usage_of(run, self.round_no, "evaluator")
         transcript = base.with_name(base.name + ".jsonl").relative_to(store.root).as_posix()
-        if run.environment_error:
-            review = Review("BLOCK", {}, (), run.environment_error, "")
+        stop = run.environment_error or (run.infrastructure and "infrastructure: the "
+                                         "evaluator's " + run.infrastructure)
+        if stop:
+            review = Review("BLOCK", {}, (), stop, "")
             return Evaluation(review, ReviewRecord(round=self.round_no, verdict="BLOCK",
-                                                   reason=run.environment_error,
-                                                   transcript=transcript), usage,
-                              redact(run.environment_error, secrets))
+                                                   reason=stop, transcript=transcript), usage,
+                              redact(stop, secrets), retries,
+                              "infrastructure" if run.infrastructure else "environment")
         home = Path(env.get("CODEX_HOME") or Path.home() / ".codex")
         denied = sandbox_denials(home, run.thread_id)
         changed = (sorted(set(gitflow.product_changes(self.repo)) - set(before))
@@ -573,7 +645,7 @@ class ReviewSession:
             record.verdict = "BLOCK"
             record.reason = "the evaluator run failed: " + run.failure(
                 timeout_s, execution.idle_timeout_s)
-        return Evaluation(review, record, usage)
+        return Evaluation(review, record, usage, retries=retries)
 
 
 def sandbox_denials(codex_home: Path, thread_id: str | None) -> list[str]:

@@ -26,7 +26,7 @@ from specops_dag.agent.review import (
     read_review,
     save_report,
 )
-from specops_dag.delivery.model import ContractRecord, Delivery, Step, Usage
+from specops_dag.delivery.model import ContractRecord, Delivery, InfraRetry, Step, Usage
 from specops_dag.delivery.queries import agent_path
 from specops_dag.delivery.store import Store
 from specops_dag.execution.attempt import codex_session
@@ -47,6 +47,7 @@ class Negotiation:
     record: ContractRecord | None
     refused: str | None
     usage: tuple[Usage, ...]
+    retries: tuple[InfraRetry, ...] = ()  # its sessions the provider failed, retried
 
 
 def contract_tests(text: str) -> list[str]:
@@ -80,6 +81,7 @@ def negotiate(store: Store, state: Delivery, step: Step, catalog: Catalog,
     path = folder / CONTRACT_FILE
     codex_bin = find_codex(settings, store.root)
     usage: list[Usage] = []
+    retries: list[InfraRetry] = []
     record: ContractRecord | None = None
     feedback = ""
     for round_no in range(1, spec.max_rounds + 1):
@@ -91,12 +93,14 @@ def negotiate(store: Store, state: Delivery, step: Step, catalog: Catalog,
                               attempt=round_no, env=env,
                               output=folder / f"contract-r{round_no}-output.json")
         usage.append(wrote.usage)
+        retries.extend(wrote.retries)
         (folder / f"contract-r{round_no}-prompt.md").write_text(wrote.shown(prompt.text),
                                                                 encoding="utf-8")
         if not wrote.run.ok:
             failure = wrote.run.failure(phase.execution.timeout_s, phase.execution.idle_timeout_s)
             return Negotiation(record, f"contract round {round_no}: the generator's session "
-                               f"failed: {failure_summary(wrote.shown(failure))}", tuple(usage))
+                               f"failed: {failure_summary(wrote.shown(failure))}", tuple(usage),
+                               tuple(retries))
         shown = agent_path(path, cwd)
         tests = contract_tests(path.read_text(encoding="utf-8")) if path.is_file() else []
         if not path.is_file() or not tests:
@@ -121,6 +125,7 @@ def negotiate(store: Store, state: Delivery, step: Step, catalog: Catalog,
                                output=folder / f"contract-r{round_no}-review-output.json",
                                sandbox="read-only")
         usage.append(judged.usage.model_copy(update={"role": "evaluator"}))
+        retries.extend(judged.retries)
         (folder / f"contract-r{round_no}-review-prompt.md").write_text(judged.shown(text),
                                                                        encoding="utf-8")
         said = judged.shown(judged.run.last_message)
@@ -132,11 +137,11 @@ def negotiate(store: Store, state: Delivery, step: Step, catalog: Catalog,
                                 tests=tests, agreed=judged.run.ok and review.verdict == "PASS",
                                 rounds=round_no, reason=why)
         if record.agreed:
-            return Negotiation(record, None, tuple(usage))
+            return Negotiation(record, None, tuple(usage), tuple(retries))
         feedback = f"{why}; the evaluator's report: {agent_path(report, cwd)}"
     return Negotiation(record, f"no agreed contract after {spec.max_rounds} round(s): "
                        f"{feedback}; read it, then `specops resume {state.phase} {step.name}`",
-                       tuple(usage))
+                       tuple(usage), tuple(retries))
 
 
 def unproven(record: ContractRecord, report: ValidationReport) -> list[str]:

@@ -31,6 +31,7 @@ from specops_dag.execution.attempt import (
     codex_session,
     layout_of,
     node_dir,
+    provider_down,
     step_env,
 )
 from specops_dag.execution.contract import judge, negotiate
@@ -308,7 +309,13 @@ def run_task(ctx: FanOut, state: Delivery, step: Step, task: str) -> None:
                 fresh.get_step(ctx.node).usage.append(used)
             if outcome.contract is not None:
                 rec.contract = outcome.contract
-            if outcome.ok:
+            rec.infra_retries.extend(outcome.infra)
+            if outcome.reason == "infrastructure":  # the provider's failure: the call is given back
+                rec.attempts -= 1
+                rec.status, rec.error = "blocked", outcome.summary
+                rec.finished_at = now_iso()
+                fresh.log("task blocked", ctx.node, f"{task}: {outcome.summary}")
+            elif outcome.ok:
                 product = gitflow.commit_product(tree, ctx.delivery, f"{ctx.node}.{task}",
                                                  rec.attempts)
                 rec.commits["product"] = product or gitflow.head(tree)
@@ -319,7 +326,7 @@ def run_task(ctx: FanOut, state: Delivery, step: Step, task: str) -> None:
                 fresh.log("task attempt failed", ctx.node, f"{task} attempt {rec.attempts}")
         ctx.say(f"task {task}: session {view.attempts} "
                 + ("built and validated on its own tree" if outcome.ok else "failed"))
-        if outcome.ok:
+        if outcome.ok or outcome.reason == "infrastructure":
             return
 
 
@@ -372,7 +379,8 @@ def task_attempt(ctx: FanOut, state: Delivery, step: Step, rec: TaskRecord, inde
         prompt = assemble_prompt(ctx.store.root, state, step, ctx.catalog, tree, task=view)
     result = build_task(ctx, state, step, rec, view, prompt, tree, folder, env, phase)
     if deal is not None:
-        result = replace(result, contract=deal.record, contract_usage=deal.usage)
+        result = replace(result, contract=deal.record, contract_usage=deal.usage,
+                         infra=deal.retries + result.infra)
     return result
 
 
@@ -389,10 +397,16 @@ def build_task(ctx: FanOut, state: Delivery, step: Step, rec: TaskRecord, view: 
                                                              encoding="utf-8")
     run, usage = session.run, session.usage.model_copy(update={"task": rec.id})
     if run.environment_error:
-        return AttemptResult(False, session.shown(run.environment_error), usage=usage)
+        return AttemptResult(False, session.shown(run.environment_error), usage=usage,
+                             infra=session.retries)
+    if run.infrastructure:
+        return AttemptResult(False, provider_down(state, step, session.shown(run.infrastructure),
+                                                  session.retries, phase.execution),
+                             usage=usage, reason="infrastructure", infra=session.retries)
     if not run.ok:
         failure = run.failure(phase.execution.timeout_s, phase.execution.idle_timeout_s)
-        return AttemptResult(False, failure_summary(session.shown(failure)), usage=usage)
+        return AttemptResult(False, failure_summary(session.shown(failure)), usage=usage,
+                             reason=run.reason, infra=session.retries)
     missing = [f"`{a.id}` ({agent_path(folder / a.path, tree)})"
                for a in phase.output.artifacts if a.required and not (folder / a.path).is_file()]
     if missing:

@@ -21,6 +21,7 @@ from specops_dag.delivery.gates import RISK_FILE, WAITING, block_reason, raise_r
 from specops_dag.delivery.lifecycle import current_owner, snapshot_catalog, target_path, workdir
 from specops_dag.delivery.model import (
     METADATA_PENDING,
+    AttemptRecord,
     Delivery,
     FileRef,
     Step,
@@ -41,7 +42,7 @@ from specops_dag.delivery.store import Store
 from specops_dag.errors import SpecopsError, UsageError, WriteConflict
 from specops_dag.execution.attempt import AttemptResult, run_attempt
 from specops_dag.execution.fanout import load_tasks, remove_task_trees
-from specops_dag.files import sha256_file
+from specops_dag.files import now_iso, sha256_file
 from specops_dag.workflow.catalog import Catalog
 from specops_dag.workflow.model import MAX_ATTEMPTS
 
@@ -77,6 +78,7 @@ class StepOutcome:
     tokens: dict[str, int] = field(default_factory=dict)  # attempt / node / delivery totals
     review: dict | None = None  # the last evaluator round (ReviewRecord as metadata)
     tasks: tuple[dict, ...] = ()  # a fan-out's tasks: id, status, attempts, tokens, commits
+    ended: AttemptRecord | None = None  # how this call's attempt ended, when one ran
 
 
 def task_summaries(step: Step) -> tuple[dict, ...]:
@@ -104,7 +106,7 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
         return claim
     state, catalog = claim
     step = state.get_step(node)
-    started = time.monotonic()
+    started, began = time.monotonic(), now_iso()
     try:
         result = run_attempt(store, state, step, catalog, settings or AgentSettings(), progress,
                              sessions)
@@ -117,11 +119,15 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
                                f"{delivery} {node}`", environment=True)
     final = (result.ok or result.environment or result.review_exhausted
              or step.attempts >= max_attempts)
-    finish_attempt(store, delivery, node, result, final=final)
     took = round(time.monotonic() - started, 3)
+    ended = AttemptRecord(attempt=step.attempts, reason=reason_of(result),
+                          detail=result.summary[:500], infra_retries=list(result.infra),
+                          started_at=began, ended_at=now_iso(), duration_s=took,
+                          counted=result.reason != "infrastructure")
+    finish_attempt(store, delivery, node, result, final=final, ended=ended)
     extra = {"usage": result.usage, "prompt_chars": result.prompt_chars, "duration_s": took,
              "review": result.review.model_dump() if result.review else None,
-             "attempt": step.attempts,
+             "attempt": step.attempts, "ended": ended,
              "validation": result.validation.as_metadata() if result.validation else None}
     if result.ok:
         after = store.read(delivery)
@@ -436,10 +442,17 @@ def upstream_handoffs(state: Delivery, step: Step) -> dict[str, FileRef]:
             for art, ref in state.get_step(n).handoff.items()}
 
 
+def reason_of(result: AttemptResult) -> str:
+    """The attempt's one terminal reason (`AttemptReason`)."""
+    if result.ok:
+        return "completed"
+    return result.reason or ("environment" if result.environment else "verification-failed")
+
+
 def finish_attempt(store: Store, delivery: str, node: str, result: AttemptResult,
-                   final: bool) -> None:
+                   final: bool, ended: AttemptRecord | None = None) -> None:
     """Record the verdict; on success commit product then metadata on feat-<delivery>."""
-    if _record(store, delivery, node, result, final) and result.ok:
+    if _record(store, delivery, node, result, final, ended) and result.ok:
         commit_metadata(store, delivery, node)
 
 
@@ -464,7 +477,7 @@ def commit_metadata(store: Store, delivery: str, node: str) -> None:
 
 
 def _record(store: Store, delivery: str, node: str, result: AttemptResult,
-            final: bool) -> bool:
+            final: bool, ended: AttemptRecord | None = None) -> bool:
     with store.transaction(delivery) as state:
         step = state.get_step(node)
         if step.status != "running" or step.owner is None or step.owner.pid != current_owner().pid:
@@ -472,6 +485,11 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
                       "while it ran")
             return False
         step.owner = None
+        if ended is not None:
+            step.attempt_log.append(ended)
+        for retry in result.infra:
+            state.log("provider failure retried", node, f"{retry.session}: {retry.reason} "
+                      f"(waited {retry.wait_s:g} s)")
         if result.usage is not None:
             step.usage.append(result.usage)
         if result.review_usage is not None:
@@ -507,6 +525,8 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
                     state.block(step, conflict)
                     return False
             state.complete(step, result.handoff, result.message, delivery_handoff)
+        elif result.reason == "infrastructure":
+            state.give_back(step, result.summary)
         elif result.environment:
             state.block(step, result.summary)
         elif final:

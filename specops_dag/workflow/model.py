@@ -197,6 +197,12 @@ class Execution(Strict):
     command_timeout_s: int = Field(default=1800, ge=1)
     # Network inside the agent's sandbox (workspace-write only); off unless a phase says so.
     network: bool = False
+    # A session the provider fails (HTTP 5xx, 429, a cut stream, a reconnect loop) is run again
+    # after infra_backoff_s, doubling, at most infra_retries times and not past infra_max_s after
+    # the first failure; these retries do not count against the agent calls.
+    infra_retries: int = Field(default=3, ge=0, le=20)
+    infra_backoff_s: float = Field(default=10.0, ge=0, le=600)
+    infra_max_s: int = Field(default=900, ge=1)
     skills: list[Skill] = []
     gates: Gates = Gates()
     budget: Budget = Budget()

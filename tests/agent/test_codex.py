@@ -146,27 +146,66 @@ def test_exit_zero_without_the_artifact_is_retried_with_a_summary_naming_it(
 @pytest.mark.e2e
 def test_three_failures_leave_the_step_in_error(tmp_path: Path) -> None:
     store = new(agentic_root(tmp_path))
-    nodes = {"write": [[{"fail": "response-failed"}]] * 3}
+    nodes = {"write": [[{"fail": "http-400"}]] * 3}
     with replay(tmp_path, nodes) as server:
         outcomes = [run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
                     for _ in range(3)]
     assert [o.status for o in outcomes] == ["failed", "failed", "error"]
     step = store.read("d1").get_step("write")
     assert (step.status, step.attempts) == ("error", 3)
-    assert step.error_message == ("codex turn failed (exit 1): stream disconnected before "
-                                  "completion: replay: scripted response.failed")
+    assert step.error_message == ('codex turn failed (exit 1): {"error": {"message": "replay: '
+                                  'scripted failure"}}')
+    assert [(a.attempt, a.reason, a.counted) for a in step.attempt_log] == [
+        (1, "agent-error", True), (2, "agent-error", True), (3, "agent-error", True)]
 
 
 @pytest.mark.e2e
-def test_an_http_500_storm_is_a_failed_attempt_and_the_retry_succeeds(tmp_path: Path) -> None:
+def test_two_http_500s_are_retried_as_infrastructure_without_costing_an_agent_call(
+        tmp_path: Path) -> None:
     store = new(agentic_root(tmp_path))
-    nodes = {"write": [[{"fail": "http-500"}], {"literal": {}}]}
+    nodes = {"write": [[{"fail": "http-500"}], [{"fail": "http-500"}], {"literal": {}}]}
     with replay(tmp_path, nodes) as server:
-        first = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
-        second = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
-    assert first.status == "failed" and first.message.startswith(
-        "attempt 1/3 failed: codex turn failed (exit 1): ")
-    assert (second.status, second.message) == ("completed", wrote("write", "notes.md"))
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert (outcome.status, outcome.attempt, outcome.message) == (
+        "completed", 1, wrote("write", "notes.md"))
+    step = store.read("d1").get_step("write")
+    assert step.attempts == 1
+    [ended] = step.attempt_log
+    assert (ended.attempt, ended.reason, ended.counted) == (1, "completed", True)
+    assert [(r.session, r.reason, r.wait_s) for r in ended.infra_retries] == [
+        ("write", "the model provider failed (codex exit 1): We’re currently experiencing high "
+                  "demand, which may cause temporary errors.", 0.2),
+        ("write", "the model provider failed (codex exit 1): We’re currently experiencing high "
+                  "demand, which may cause temporary errors.", 0.4)]
+    assert outcome.ended == ended
+    assert len(attempts(tmp_path, "write")) == 3  # three codex sessions, one agent attempt
+
+
+@pytest.mark.e2e
+def test_a_provider_that_stays_down_blocks_the_step_and_gives_the_agent_call_back(
+        tmp_path: Path) -> None:
+    root = agentic_root(tmp_path)
+    phase = root / "workflow_defs/phases/c-write.yaml"
+    phase.write_text(phase.read_text().replace("infra_backoff_s: 0.2",
+                                               "infra_backoff_s: 0.1\n  infra_retries: 1"))
+    store = new(root)
+    nodes = {"write": [[{"fail": "http-429"}], [{"fail": "http-503"}]]}
+    with replay(tmp_path, nodes) as server:
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    url = f"{server.url}/d/d1/write/v1/responses"
+    reason = ("infrastructure: the model provider failed (codex exit 1): unexpected status 503 "
+              f"Service Unavailable: replay: scripted failure, url: {url}; retried 1 of 1 times "
+              "(execution.infra_retries) over 0.1 s of backoff; this does not count against the "
+              "agent calls: when the provider is back, `specops resume d1 write`")
+    assert (outcome.status, outcome.retryable, outcome.message) == (
+        "environment", False, f"blocked: {reason}")
+    step = store.read("d1").get_step("write")
+    assert (step.status, step.attempts, step.blocked_reason) == ("blocked", 0, reason)
+    [ended] = step.attempt_log
+    assert (ended.reason, ended.counted) == ("infrastructure", False)
+    assert [r.reason for r in ended.infra_retries] == [
+        "the model provider failed (codex exit 1): exceeded retry limit, last status: 429 Too "
+        "Many Requests"]
 
 
 @pytest.mark.e2e
@@ -211,16 +250,19 @@ def test_codex_is_found_in_node_modules_when_no_override_is_set(tmp_path: Path) 
 
 
 @pytest.mark.e2e
-def test_an_unreachable_provider_is_an_environment_error_not_an_endless_loop(
+def test_an_unreachable_provider_is_retried_then_blocks_not_an_endless_loop(
         tmp_path: Path) -> None:
     store = new(agentic_root(tmp_path))
     settings = AgentSettings(replay_url="http://127.0.0.1:9", codex_home=str(tmp_path / "h"))
     started = time.monotonic()
     outcome = run_step(store, "d1", "write", settings=settings)
     assert outcome.status == "environment"
-    assert "codex cannot reach its model provider" in outcome.message
-    assert time.monotonic() - started < 60
-    assert store.read("d1").get_step("write").status == "blocked"
+    assert outcome.message.startswith("blocked: infrastructure: codex cannot reach its model "
+                                      "provider (`Reconnecting... waiting for network` 3 times)")
+    assert time.monotonic() - started < 120
+    step = store.read("d1").get_step("write")
+    assert (step.status, step.attempts) == ("blocked", 0)
+    assert [r.wait_s for r in step.attempt_log[0].infra_retries] == [0.2, 0.4, 0.8]
 
 
 @pytest.mark.e2e

@@ -38,6 +38,7 @@ execution:
   executor: {{kind: codex}}
   timeout_s: {timeout_s}
   idle_timeout_s: {idle_timeout_s}
+  infra_backoff_s: 0.2
   skills:
     - {{id: {pid}-skill, path: skills/{pid}-skill/SKILL.md, load: entry, required: true}}
 output:
