@@ -94,13 +94,16 @@ def schema(kind: str | None) -> None:
               help="Override every step's validation mode (default: each phase's own).")
 @click.option("--budget-tokens", type=click.IntRange(min=1),
               help="Token budget of the whole delivery (default: the workflow's budget).")
+@click.option("--budget-usd", type=click.FloatRange(min=0, min_open=True),
+              help="Money budget of the whole delivery in USD, priced with prices.yaml "
+              "(default: the workflow's budget).")
 @click.option("--judge", type=click.Choice(["absolute", "regressions"]),
               help="Override every step's `validation.judge` (default: validation.yaml, then "
               "each phase's own).")
 @click.pass_context
 @fail_cleanly
 def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
-        validation, budget_tokens, judge) -> None:
+        validation, budget_tokens, judge, budget_usd) -> None:
     """Create a delivery of WORKFLOW with id DELIVERY and register its Dagster partition."""
     from specops_dag.delivery import lifecycle as ops
     from specops_dag.workflow.catalog import definition_roots, load_catalog
@@ -115,7 +118,7 @@ def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
 
     state = ops.new_delivery(store_of(ctx), catalog, workflow, delivery, request, target,
                              tuple(platforms), before_write=register, validation=validation,
-                             budget_tokens=budget_tokens, judge=judge)
+                             budget_tokens=budget_tokens, judge=judge, budget_usd=budget_usd)
     click.echo(f"created delivery {delivery} ({workflow}, {len(state.steps)} steps) in "
                f"phases/{delivery}/; run it with `specops run {delivery}`")
 

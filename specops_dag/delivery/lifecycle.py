@@ -54,7 +54,7 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
                  target: Path | None = None, platforms: tuple[str, ...] = (),
                  before_write: Callable[[], None] | None = None,
                  validation: str | None = None, budget_tokens: int | None = None,
-                 judge: str | None = None) -> Delivery:
+                 judge: str | None = None, budget_usd: float | None = None) -> Delivery:
     """Create `phases/<delivery>/` with its snapshot and pending steps, all or nothing.
 
     `before_write` runs once every input is validated and before any file is written (the CLI
@@ -88,6 +88,7 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
         for step in state.steps if validation else []:
             step.validation = validation
         state.budget_tokens = budget_tokens or catalog.workflows[workflow_id].budget.tokens
+        state.budget_usd = budget_usd or catalog.workflows[workflow_id].budget.usd
         state.judge = judge  # type: ignore[assignment] — the CLI offers the two judges only
         (staging / "request.md").write_text(request, encoding="utf-8")
         for lock in (".lock", ".run.lock"):  # the delivery's locks exist from the start:

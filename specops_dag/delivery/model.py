@@ -411,6 +411,7 @@ class Delivery(Model):
     approvals: list[Approval] = []
     risks: list[Risk] = []
     budget_tokens: int | None = None  # the delivery's token budget (workflow or `new`)
+    budget_usd: float | None = None  # its money budget in USD (workflow or `new`)
     judge: Literal["absolute", "regressions"] | None = None  # `new --judge`: over every phase's
 
     def get_step(self, name: str) -> Step:

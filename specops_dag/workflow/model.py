@@ -73,7 +73,11 @@ class Node(Strict):
 
 
 class Budget(Strict):
+    """Per phase (its step's sessions) or per workflow (the whole delivery); `usd` is priced
+    with the harness root's price table (`delivery.pricing`)."""
+
     tokens: int | None = Field(default=None, ge=1)
+    usd: float | None = Field(default=None, gt=0, strict=True, allow_inf_nan=False)
 
 
 class Workflow(Strict):
@@ -82,7 +86,7 @@ class Workflow(Strict):
     description: str = ""
     inputs: dict[Ident, Contract] = {}
     gates: Gates = Gates()
-    budget: Budget = Budget()  # tokens for the whole delivery
+    budget: Budget = Budget()  # tokens and USD for the whole delivery
     nodes: list[Node] = Field(min_length=1)
     outputs: dict[Ident, OutputRef] = {}
 

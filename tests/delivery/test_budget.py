@@ -1,3 +1,6 @@
+"""Token and USD budgets per phase and per delivery: the codex runs they stop (tokens, end to
+end) and `budget_spent`'s verdicts on a delivery's state, a price table and a model (USD)."""
+
 from __future__ import annotations
 
 import json
@@ -5,15 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from specops_dag.delivery.budget import budget_spent
 from specops_dag.delivery.lifecycle import new_delivery
+from specops_dag.delivery.model import Delivery, Usage
+from specops_dag.delivery.pricing import Price, PriceTable
 from specops_dag.delivery.store import Store
 from specops_dag.execution.step import run_step
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from ..support.agents import agentic_root, replay, settings_for
 from ..support.cli import specops_at
-
-pytestmark = pytest.mark.e2e
+from ..support.harness import DIAMOND, WF, make_delivery, write_tree
 
 # An attempt that reads its inputs and writes its step record and handoff but not the required
 # notes.md, in three model requests of 300 + 100 tokens: 1200 tokens per attempt.
@@ -25,6 +30,7 @@ def requests_made(tmp_path: Path) -> int:
     return len((tmp_path / "requests.jsonl").read_text().splitlines())
 
 
+@pytest.mark.e2e
 def test_a_spent_phase_budget_blocks_the_step_before_another_call(tmp_path: Path) -> None:
     root = agentic_root(tmp_path)
     phase = root / "workflow_defs/phases/c-write.yaml"
@@ -46,6 +52,7 @@ def test_a_spent_phase_budget_blocks_the_step_before_another_call(tmp_path: Path
     assert (step.status, step.blocked_reason) == ("blocked", outcomes[2].message)
 
 
+@pytest.mark.e2e
 def test_a_spent_delivery_budget_blocks_every_further_call(tmp_path: Path) -> None:
     root = agentic_root(tmp_path)
     store = Store(root)
@@ -64,3 +71,98 @@ def test_a_spent_delivery_budget_blocks_every_further_call(tmp_path: Path) -> No
     text = specops_at(root, "status", "d1").stdout.splitlines()
     assert text[2].startswith("  ■  0 write            blocked    [1200 tokens] budget: ")
     assert "tokens: 1200 of 1000" in text
+
+
+# $10 per 1M output tokens: 1,230 output tokens cost $0.0123.
+PRICES = PriceTable(as_of="2026-11-01", prices={"m": Price(input=1.0, cached_input=0.1,
+                                                           output=10.0)})
+
+
+def spent_state(root: Path, **outputs: int) -> Delivery:
+    """The diamond delivery `d1` with one generator session per node of `outputs` tokens."""
+    state = make_delivery(root).read("d1")
+    for node, output in outputs.items():
+        state.get_step(node).usage.append(Usage(attempt=1, output_tokens=output))
+    return state
+
+
+def test_a_spent_phase_usd_budget_stops_the_step(diamond_root: Path) -> None:
+    state = spent_state(diamond_root, a=1_230)
+    assert budget_spent(state, state.get_step("a"), None, phase_usd=0.01, prices=PRICES,
+                        model="m") == ("budget: step `a` spent $0.0123 of its $0.01 (phase `p-a` "
+                                       "budget.usd); no further codex call is made")
+    assert budget_spent(state, state.get_step("a"), None, phase_usd=0.0123, prices=PRICES,
+                        model="m") is not None  # spent = budget is spent
+    assert budget_spent(state, state.get_step("a"), None, phase_usd=0.02, prices=PRICES,
+                        model="m") is None
+
+
+def test_review_rounds_spend_the_evaluator_phases_usd_budget_only(diamond_root: Path) -> None:
+    state = spent_state(diamond_root, a=5_000)  # the generator's $0.05
+    step = state.get_step("a")
+    step.usage.append(Usage(attempt=1, output_tokens=1_230, role="evaluator"))
+    assert budget_spent(state, step, None, "p-eval", "evaluator", phase_usd=0.01, prices=PRICES,
+                        model="m") == ("budget: the review rounds of step `a` spent $0.0123 of "
+                                       "its $0.01 (phase `p-eval` budget.usd); no further codex "
+                                       "call is made")
+    assert budget_spent(state, step, None, phase_usd=0.06, prices=PRICES, model="m") is None
+
+
+def test_a_spent_delivery_usd_budget_stops_every_step(diamond_root: Path) -> None:
+    state = spent_state(diamond_root, a=1_230, b=1_230)
+    state.budget_usd = 0.02
+    expected = "budget: delivery `d1` spent $0.0246 of its $0.02; no further codex call is made"
+    assert budget_spent(state, state.get_step("c"), None, prices=PRICES, model="m") == expected
+    assert budget_spent(state, state.get_step("d"), None, phase_usd=1.0, prices=PRICES,
+                        model="m") == expected
+    state.budget_usd = 0.03
+    assert budget_spent(state, state.get_step("c"), None, prices=PRICES, model="m") is None
+
+
+def test_a_usd_budget_with_a_model_that_has_no_price_stops_before_the_first_call(
+        diamond_root: Path) -> None:
+    state = spent_state(diamond_root)
+    step = state.get_step("a")
+    assert budget_spent(state, step, None, phase_usd=5.0, prices=PRICES, model="gpt-9") == (
+        "budget: phase `p-a` budget.usd is set but model `gpt-9` has no price; add it to "
+        "prices.yaml; no codex call is made until then")
+    state.budget_usd = 5.0
+    assert budget_spent(state, step, None, prices=PRICES, model=None) == (
+        "budget: delivery `d1` budget.usd is set but no model is named (codex runs its "
+        "configured default) and the price table has no `default_model`; name the model or set "
+        "`default_model` in prices.yaml; no codex call is made until then")
+    assert budget_spent(state, step, None) == (
+        "budget: delivery `d1` budget.usd is set but no price table was given to count it with "
+        "(a defect: report it); no codex call is made")
+
+
+def test_without_a_usd_budget_no_price_is_needed_and_tokens_are_checked_first(
+        diamond_root: Path) -> None:
+    state = spent_state(diamond_root, a=1_230)
+    step = state.get_step("a")
+    assert budget_spent(state, step, 2_000) is None
+    assert budget_spent(state, step, 2_000, model="gpt-9") is None
+    assert budget_spent(state, step, 1_000, phase_usd=0.01, model="gpt-9") == (
+        "budget: step `a` used 1230 of its 1000 tokens (phase `p-a` budget.tokens); no further "
+        "codex call is made")
+
+
+def test_a_delivery_takes_its_usd_budget_from_new_or_else_from_its_workflow(
+        tmp_path: Path) -> None:
+    root = write_tree(tmp_path, {**DIAMOND, WF: DIAMOND[WF].replace(
+        "inputs: {request: {contract: req}}",
+        "inputs: {request: {contract: req}}\n        budget: {usd: 2.5}")})
+    store = Store(root)
+    catalog = load_catalog(definition_roots(root), display_base=root)
+    new_delivery(store, catalog, "diamond", "d1", "x")
+    new_delivery(store, catalog, "diamond", "d2", "x", budget_usd=0.75)
+    assert (store.read("d1").budget_usd, store.read("d2").budget_usd) == (2.5, 0.75)
+
+
+def test_new_refuses_a_usd_budget_of_zero_and_creates_nothing(diamond_root: Path) -> None:
+    result = specops_at(diamond_root, "new", "diamond", "d1", "--request", "x", "--budget-usd",
+                        "0")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == ("Error: Invalid value for '--budget-usd': 0.0 is "
+                                              "not in the range x>0.")
+    assert not (diamond_root / "phases").exists()

@@ -10,8 +10,17 @@ import pytest
 from specops_dag.builtin import BUILTIN_DEFS
 from specops_dag.errors import DefinitionError
 from specops_dag.workflow.catalog import definition_roots, load_catalog
+from specops_dag.workflow.model import Budget
 
-from ..support.harness import DIAMOND, WF, diamond_with, load_problems, write_tree
+from ..support.harness import (
+    DIAMOND,
+    WF,
+    WRITE_OUT,
+    command_phase,
+    diamond_with,
+    load_problems,
+    write_tree,
+)
 
 BAD = [
     pytest.param(
@@ -69,3 +78,15 @@ def test_the_harness_roots_own_definitions_load_beside_the_built_in_ones(
         diamond_root: Path) -> None:
     catalog = load_catalog(definition_roots(diamond_root), display_base=diamond_root)
     assert {"diamond", "quick-delivery", "full-delivery"} <= set(catalog.workflows)
+
+
+def test_a_budget_gives_usd_beside_tokens_on_a_phase_and_a_workflow(tmp_path: Path) -> None:
+    root = write_tree(tmp_path, {
+        **DIAMOND, WF: DIAMOND[WF].replace("nodes:", "budget: {usd: 12}\n        nodes:"),
+        "workflow_defs/phases/p-a.yaml": command_phase(
+            "p-a", WRITE_OUT, {"request": "req"}, {"out": "a-out"},
+            extra="  budget: {tokens: 5000, usd: 0.25}\n")})
+    catalog = load_catalog([root / "workflow_defs"], display_base=root)
+    assert catalog.workflows["diamond"].budget == Budget(usd=12.0)
+    assert catalog.phases["p-a"].execution.budget == Budget(tokens=5000, usd=0.25)
+    assert catalog.phases["p-b"].execution.budget == Budget()

@@ -7,7 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from ..support.harness import DIAMOND, WF, diamond_with, load_problems, write_tree
+from ..support.harness import (
+    DIAMOND,
+    WF,
+    WRITE_OUT,
+    command_phase,
+    diamond_with,
+    load_problems,
+    write_tree,
+)
+
+NODES = "  - {id: a, phase: p-a, inputs: {request: {input: request}}}\n"
 
 BAD = [
     pytest.param(
@@ -29,6 +39,22 @@ BAD = [
          f"{WF}: nodes[0].phase: unknown phase `p-a` (known: p-b, p-c, p-d); add "
          "workflow_defs/phases/p-a.yaml or fix the id"],
         id="command-without-argv"),
+    pytest.param(
+        {WF: diamond_with(NODES).replace("nodes:", "budget: {usd: 0}\nnodes:")},
+        [f"{WF}: budget.usd: Input should be greater than 0"],
+        id="workflow-usd-budget-zero"),
+    pytest.param(
+        {WF: diamond_with(NODES).replace("nodes:", "budget: {tokens: 10, usd: '5'}\nnodes:")},
+        [f"{WF}: budget.usd: Input should be a valid number, got text `5`; fix the value"],
+        id="workflow-usd-budget-as-text"),
+    pytest.param(
+        {"workflow_defs/phases/p-a.yaml": command_phase(
+            "p-a", WRITE_OUT, {"request": "req"}, {"out": "a-out"},
+            extra="  budget: {usd: -0.5}\n")},
+        ["workflow_defs/phases/p-a.yaml: execution.budget.usd: Input should be greater than 0",
+         f"{WF}: nodes[0].phase: unknown phase `p-a` (known: p-b, p-c, p-d); add "
+         "workflow_defs/phases/p-a.yaml or fix the id"],
+        id="phase-usd-budget-negative"),
 ]
 
 
