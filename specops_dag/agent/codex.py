@@ -200,6 +200,12 @@ def hook_overrides(python: str = sys.executable) -> list[str]:
     return out + ["-c", "hooks.state={" + ", ".join(state) + "}"]
 
 
+def run_model(settings: AgentSettings) -> str | None:
+    """The model the sessions of these settings run (`-m`): the configured one, the replay
+    agent's bundled slug, or None (codex's own configured default)."""
+    return settings.model or (REPLAY_MODEL if settings.replay_url else None)
+
+
 def codex_argv(codex_bin: str, *, sandbox: str, workdir: Path, last_message: Path,
                settings: AgentSettings, delivery: str, node: str, idle_timeout_s: int,
                add_dirs: tuple[Path, ...] = (), network: bool = False) -> list[str]:
@@ -226,7 +232,7 @@ def codex_argv(codex_bin: str, *, sandbox: str, workdir: Path, last_message: Pat
                     f"stream_idle_timeout_ms={idle_timeout_s * 2000}}}")
         argv += ["--ignore-user-config", "-c", f"model_provider={REPLAY_PROVIDER}",
                  "-c", f"model_providers.{REPLAY_PROVIDER}={provider}"]
-    model = settings.model or (REPLAY_MODEL if settings.replay_url else None)
+    model = run_model(settings)
     if model:
         argv += ["-m", model]
     for override in settings.config:

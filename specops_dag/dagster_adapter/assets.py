@@ -80,6 +80,7 @@ def materialization(outcome: "StepOutcome", delivery: str,
         metadata["tokens"] = dg.MetadataValue.json(outcome.usage.model_dump(
             exclude={"attempt", "thread_id", "role", "task"}))
     metadata.update({f"tokens_{k}": v for k, v in outcome.tokens.items()})
+    metadata.update({f"usd_{k}": dg.MetadataValue.float(v) for k, v in outcome.usd.items()})
     if outcome.commits:
         metadata.update({f"commit/{k}": v or "" for k, v in outcome.commits.items()})
     if outcome.ended is not None:

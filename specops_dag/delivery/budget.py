@@ -9,7 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from specops_dag.delivery.pricing import delivery_cost, node_cost, unpriced_reason, usd_text
+from specops_dag.delivery.pricing import (
+    PRICES_FILE,
+    delivery_cost,
+    node_cost,
+    unpriced_reason,
+    usd_text,
+)
 from specops_dag.delivery.queries import delivery_tokens, step_tokens
 
 if TYPE_CHECKING:
@@ -72,4 +78,8 @@ def money_spent(budget: str, prices: PriceTable | None, model: str | None,
     reason = unpriced_reason(prices, model)
     if reason is not None:
         return f"budget: {budget} is set but {reason}; no codex call is made until then"
-    return cost(prices) or 0.0
+    spent = cost(prices)
+    if spent is None:  # a session recorded under another model that has no price
+        return (f"budget: {budget} is set but a recorded session ran a model without a price; "
+                f"add it to {PRICES_FILE}; no codex call is made until then")
+    return spent

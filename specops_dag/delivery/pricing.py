@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Protocol
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
+from specops_dag.delivery.queries import usd_text  # noqa: F401 — money as status shows it
 from specops_dag.errors import DefinitionError
 from specops_dag.workflow import yamlfile
 from specops_dag.workflow.messages import format_error, yaml_kind
@@ -191,7 +192,7 @@ def cost_usd(usage: TokenCounts, table: PriceTable, model: str | None) -> float 
     (`input_tokens_details.cached_tokens`), and `output_tokens` includes the reasoning ones
     (`output_tokens_details.reasoning_tokens`, whose total is input + output). So uncached input
     is input - cached, and `reasoning_output_tokens` is not added: it is already in output."""
-    price = price_of(table, model)
+    price = price_of(table, getattr(usage, "model", None) or model)
     if price is None:
         return None
     uncached = usage.input_tokens - usage.cached_input_tokens
@@ -202,10 +203,13 @@ def cost_usd(usage: TokenCounts, table: PriceTable, model: str | None) -> float 
 
 def sum_cost(usages: Iterable[TokenCounts], table: PriceTable,
              model: str | None) -> float | None:
-    """The sessions' costs added up (each to the micro-dollar first), or None if unpriced."""
-    if price_of(table, model) is None:
+    """The sessions' costs added up (each to the micro-dollar first), or None when one of them
+    has no price (no session: 0). A session recorded with its model is priced as that model;
+    `model` prices the others."""
+    costs = [cost_usd(u, table, model) for u in usages]
+    if None in costs:
         return None
-    return round(sum(cost_usd(u, table, model) or 0.0 for u in usages), MICRO)
+    return round(sum(c for c in costs if c is not None), MICRO)
 
 
 def attempt_cost(step: Step, attempt: int, table: PriceTable, model: str | None,
@@ -243,9 +247,3 @@ def money_totals(state: Delivery, node: str, usage: TokenCounts | None, table: P
             "node": node_cost(state.get_step(node), table, model),
             "delivery": delivery_cost(state, table, model)}
 
-
-def usd_text(amount: float) -> str:
-    """Money as a person reads it: `$0.01`, `$0.0123`, `$12.50`, to the micro-dollar."""
-    text = f"{amount:,.{MICRO}f}".rstrip("0")
-    whole, _, cents = text.partition(".")
-    return f"${whole}.{cents.ljust(2, '0')}"

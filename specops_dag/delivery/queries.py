@@ -258,10 +258,31 @@ def status_report(root: Path, state: Delivery) -> dict:
             "tokens": {"delivery": delivery_tokens(state), "budget": state.budget_tokens,
                        "cached_input": sum(step_cached(s) for s in state.steps),
                        "per_node": {s.name: step_tokens(s) for s in state.steps}},
+            "cost": cost_report(root, state),
             "tasks": {s.name: [{"id": t.id, "status": t.status, "attempts": t.attempts,
                                 "tokens": sum(tokens(u) for u in t.usage),
                                 "commits": t.commits, "error": t.error} for t in s.tasks]
                       for s in state.steps if s.tasks}}
+
+
+def cost_report(root: Path, state: Delivery) -> dict:
+    """The delivery's money (USD) from its recorded tokens and the price table, or why it
+    cannot be counted (`unpriced`): a session whose model has no price is never counted as 0."""
+    from specops_dag.delivery import pricing  # YAML and the price table only when asked
+    from specops_dag.errors import DefinitionError
+
+    try:
+        table = pricing.load_prices(root)
+    except DefinitionError as err:
+        return {"delivery": None, "budget": state.budget_usd, "per_node": {},
+                "unpriced": "; ".join(err.problems), "as_of": None}
+    sessions = [u for s in state.steps for u in s.usage]
+    unpriced = next((pricing.unpriced_reason(table, u.model) for u in sessions
+                     if pricing.cost_usd(u, table, None) is None), None)
+    return {"delivery": pricing.delivery_cost(state, table, None), "budget": state.budget_usd,
+            "per_node": {s.name: pricing.node_cost(s, table, None) for s in state.steps
+                         if s.usage},
+            "unpriced": unpriced, "as_of": table.as_of, "source": table.source}
 
 
 def render_status(state: Delivery, report: dict) -> str:
@@ -273,7 +294,9 @@ def render_status(state: Delivery, report: dict) -> str:
             line += f" {len(s.handoff)} handoff(s), attempt {s.attempts}"
         if s.usage:
             cached = step_cached(s)
-            line += f" [{step_tokens(s)} tokens" + (f", {cached} cached" if cached else "") + "]"
+            usd = report.get("cost", {}).get("per_node", {}).get(s.name)
+            line += (f" [{step_tokens(s)} tokens" + (f", {cached} cached" if cached else "")
+                     + (f", {usd_text(usd)}" if usd is not None else "") + "]")
         if s.error_message:
             line += f" {s.error_message.splitlines()[0][:120]}"
             line += f"\n       next: fix the cause, then `specops resume {state.phase} {s.name}`"
@@ -301,10 +324,29 @@ def render_status(state: Delivery, report: dict) -> str:
     cached = sum(step_cached(s) for s in state.steps)
     lines.append(f"tokens: {delivery_tokens(state)}{budget}"
                  + (f" (uncached input + output; {cached} cached input beside)" if cached else ""))
+    lines += cost_lines(state, report.get("cost"))
     if report["runnable"]:
         lines.append(f"next: `specops run {state.phase}` runs {', '.join(report['runnable'])}")
     lines += [f"drift: {d}" for d in report["drift"]]
     return "\n".join(lines)
+
+
+def usd_text(amount: float) -> str:
+    """Money as a person reads it: `$0.01`, `$0.0123`, `$12.50`, to the micro-dollar."""
+    text = f"{amount:,.6f}".rstrip("0")
+    whole, _, cents = text.partition(".")
+    return f"${whole}.{cents.ljust(2, '0')}"
+
+
+def cost_lines(state: Delivery, cost: dict | None) -> list[str]:
+    """The `cost:` line of `specops status`, once a session ran (or a USD budget is set)."""
+    if not cost or not (any(s.usage for s in state.steps) or cost["budget"] is not None):
+        return []
+    budget = f" of {usd_text(cost['budget'])}" if cost["budget"] is not None else ""
+    if cost["delivery"] is None:
+        return [f"cost: not counted{budget}: {cost['unpriced']}"]
+    return [f"cost: {usd_text(cost['delivery'])}{budget} (prices as of {cost['as_of']}, "
+            f"{cost['source']}; cached input priced as cached)"]
 
 
 def preflight_line(record: PreflightRecord) -> str:

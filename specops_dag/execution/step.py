@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Literal
 
 from specops_dag import gitflow
-from specops_dag.agent.codex import AgentSettings
+from specops_dag.agent.codex import AgentSettings, run_model
 from specops_dag.agent.prompt import assemble_prompt
+from specops_dag.delivery import pricing
 from specops_dag.delivery.budget import budget_spent
 from specops_dag.delivery.gates import RISK_FILE, WAITING, block_reason, raise_risk
 from specops_dag.delivery.lifecycle import current_owner, snapshot_catalog, target_path, workdir
@@ -39,7 +40,7 @@ from specops_dag.delivery.queries import (
     tokens,
 )
 from specops_dag.delivery.store import Store
-from specops_dag.errors import SpecopsError, UsageError, WriteConflict
+from specops_dag.errors import DefinitionError, SpecopsError, UsageError, WriteConflict
 from specops_dag.execution.attempt import AttemptResult, run_attempt
 from specops_dag.execution.fanout import load_tasks, remove_task_trees
 from specops_dag.files import now_iso, sha256_file
@@ -79,6 +80,7 @@ class StepOutcome:
     review: dict | None = None  # the last evaluator round (ReviewRecord as metadata)
     tasks: tuple[dict, ...] = ()  # a fan-out's tasks: id, status, attempts, tokens, commits
     ended: AttemptRecord | None = None  # how this call's attempt ended, when one ran
+    usd: dict[str, float] = field(default_factory=dict)  # attempt / node / delivery money
 
 
 def task_summaries(step: Step) -> tuple[dict, ...]:
@@ -96,7 +98,8 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
     """Run the next attempt of `node` if it may run; otherwise say why not. Never fakes success.
     `progress` hears a fan-out's task events as they happen (the Dagster run's log); `sessions`
     caps how many of its task sessions run at once (the `codex` pool's limit)."""
-    claim = claim_step(store, delivery, node, workflow, max_attempts)
+    settings = settings or AgentSettings()
+    claim = claim_step(store, delivery, node, workflow, max_attempts, settings)
     if isinstance(claim, StepOutcome) and claim.status == "reused" and claim.commits.get(
             "metadata") == METADATA_PENDING:
         # a run killed between the step's completion and its metadata commit: make it now
@@ -108,7 +111,7 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
     step = state.get_step(node)
     started, began = time.monotonic(), now_iso()
     try:
-        result = run_attempt(store, state, step, catalog, settings or AgentSettings(), progress,
+        result = run_attempt(store, state, step, catalog, settings, progress,
                              sessions)
     except SpecopsError as err:  # bad input found while preparing: blocked, never `running`
         result = AttemptResult(False, f"{err.message}; after fixing it, `specops resume "
@@ -137,7 +140,8 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
         return StepOutcome("completed", node, result.message, handoff=result.handoff,
                            commits=after.get_step(node).commits,
                            tasks=task_summaries(after.get_step(node)),
-                           tokens=token_totals(after, node, result.usage), **extra)
+                           tokens=token_totals(after, node, result.usage),
+                           usd=money_totals(store, after, node, step.attempts), **extra)
     if result.environment:
         return StepOutcome("environment", node, f"blocked: {result.summary}", **extra)
     if result.review_exhausted:
@@ -150,13 +154,28 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
                        f"{result.summary}", retryable=True, **extra)
 
 
+def money_totals(store: Store, state: Delivery, node: str, attempt: int) -> dict[str, float]:
+    """USD of the attempt's sessions (generator, review, contract), the node and the delivery,
+    priced by the harness root's table; a figure that cannot be counted is left out."""
+    try:
+        table = pricing.load_prices(store.root)
+    except DefinitionError:
+        return {}  # the run itself reports a bad prices.yaml (the claim loads it first)
+    step = state.get_step(node)
+    costs = {"attempt": pricing.attempt_cost(step, attempt, table, None),
+             "node": pricing.node_cost(step, table, None),
+             "delivery": pricing.delivery_cost(state, table, None)}
+    return {k: v for k, v in costs.items() if v is not None}
+
+
 def token_totals(state: Delivery, node: str, usage: Usage | None) -> dict[str, int]:
     return {"attempt": tokens(usage) if usage else 0,
             "node": step_tokens(state.get_step(node)), "delivery": delivery_tokens(state)}
 
 
 def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
-               max_attempts: int) -> tuple[Delivery, Catalog] | StepOutcome:
+               max_attempts: int, settings: AgentSettings
+               ) -> tuple[Delivery, Catalog] | StepOutcome:
     """Under the lock: decide whether the step runs now and, if so, mark it running for us."""
     with store.transaction(delivery) as state:
         if workflow is not None and state.workflow != workflow:
@@ -175,7 +194,9 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
         if refusal:
             return StepOutcome("error", node, f"{refusal}; nothing was run and the step stays "
                                f"`{step.status}`")
-        block = budget_spent(state, step, catalog.phases[step.phase].execution.budget.tokens)
+        execution = catalog.phases[step.phase].execution
+        block = budget_spent(state, step, execution.budget.tokens, phase_usd=execution.budget.usd,
+                             prices=pricing.load_prices(store.root), model=run_model(settings))
         block = block or prepare_worktree(store, state, step)
         if not block and catalog.phases[step.phase].execution.fan_out is not None:
             block = bad_task_list(store, state, step, catalog)

@@ -228,7 +228,7 @@ def test_node_attempt_round_task_and_delivery_costs_mirror_the_token_sums() -> N
     assert money_totals(state, "spec", None, TABLE, "m") == {
         "attempt": 0.0, "node": 0.003, "delivery": 0.048}
     assert money_totals(state, "spec", None, TABLE, "gpt-9") == {
-        "attempt": None, "node": None, "delivery": None}
+        "attempt": 0.0, "node": None, "delivery": None}
 
 
 @pytest.mark.parametrize(("amount", "text"), [(0.0, "$0.00"), (0.01, "$0.01"),
