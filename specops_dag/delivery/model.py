@@ -113,6 +113,18 @@ class InfraRetry(Model):
     wait_s: float
 
 
+class IntegrityFinding(Model):
+    """One change the test-integrity guard found (`validation.integrity.Finding`), and whether
+    an approved risk waived it."""
+
+    path: str
+    line: int | None = None
+    rule: str
+    change: str
+    tests: list[str] = []
+    waived: bool = False
+
+
 class AttemptRecord(Model):
     """How one attempt ended: its reason, the provider failures retried inside it, its time."""
 
@@ -365,6 +377,7 @@ class Step(Model):
     tasks: list[TaskRecord] = []  # a fan-out node's tasks, in task order
     contract: ContractRecord | None = None  # its sprint contract (`execution.contract`)
     attempt_log: list[AttemptRecord] = []  # how each attempt ended, oldest first
+    integrity: list[IntegrityFinding] = []  # the guard's findings on the last verified attempt
 
 
 class Event(Model):
@@ -489,7 +502,7 @@ class Delivery(Model):
         step.handoff, step.consumed, step.commits = {}, {}, {}
         step.base_commit = step.validation_report = step.delivery_handoff = None
         step.result_commit = step.contract = None
-        step.tasks, step.attempt_log = [], []
+        step.tasks, step.attempt_log, step.integrity = [], [], []
         step.preparation = step.preflight = None
         step.started_at = step.completed_at = step.owner = None
         step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None

@@ -44,12 +44,14 @@ from specops_dag.agent.review import (
     save_report,
 )
 from specops_dag.delivery.budget import budget_spent
+from specops_dag.delivery.gates import RISK_FILE
 from specops_dag.delivery.lifecycle import workdir
 from specops_dag.delivery.model import (
     ContractRecord,
     Delivery,
     FileRef,
     InfraRetry,
+    IntegrityFinding,
     PreflightRecord,
     QaRecord,
     ReviewRecord,
@@ -94,6 +96,8 @@ class AttemptResult:
     contract: ContractRecord | None = None  # the sprint contract this attempt agreed or proposed
     contract_usage: tuple[Usage, ...] = ()  # the contract rounds' sessions
     reason: str = ""  # how it ended (`AttemptReason`); empty: derived (see `step.reason_of`)
+    integrity: tuple[IntegrityFinding, ...] = ()  # the test-integrity guard's findings
+    raises_risk: bool = False  # the agent's risk.md names what the guard found: a person decides
     infra: tuple[InfraRetry, ...] = ()  # sessions of this attempt the provider failed, retried
 
 
@@ -721,4 +725,49 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
         logs = (f"\nvalidation logs: {agent_path(folder / 'validation', repo)}/"
                 if report.logs else "")
         return AttemptResult(False, failure_summary(report.describe() + logs), validation=report)
+    guarded = guard_tests(store, state, step, repo, report)
+    if guarded is not None:
+        return replace(guarded, handoff=handoff if guarded.ok else {})
     return AttemptResult(True, "", handoff, validation=report)
+
+
+def guard_tests(store: Store, state: Delivery, step: Step, repo: Path,
+                report: ValidationReport) -> AttemptResult | None:
+    """The test-integrity guard (issue 21), on a `full` step of a git target: the tests as they
+    are now against the step's base commit and its preflight's TRX counts, whatever the agent
+    says. A finding no approved risk names fails the attempt; when the agent's own risk.md
+    names every one, the step waits for a person at the `risk` gate instead."""
+    if step.validation != "full" or not state.worktree or not step.base_commit:
+        return None
+    from specops_dag.validation import integrity
+
+    base = step.preflight if step.preflight is not None and step.preflight.passed else None
+    found = integrity.check_tree(repo, step.base_commit) + integrity.check_counts(
+        base.executed if base else None, base.skipped if base else None,
+        report.executed, report.skipped)
+    kept, gone = integrity.waived(found, approved_risk_texts(store, state))
+    records = tuple(IntegrityFinding(**f.as_dict(), waived=f in gone) for f in found)
+    if not kept:
+        return AttemptResult(True, "", validation=report, integrity=records)
+    text = integrity.summary(kept, step.base_commit, state.phase)
+    risk = node_dir(store, state.phase, step.name) / RISK_FILE
+    if risk.is_file() and not integrity.waived(kept, [risk.read_text(encoding="utf-8")])[0]:
+        return AttemptResult(False, f"{text}\nThe agent's {RISK_FILE} names every one: a person "
+                             f"decides with `specops approve {state.phase} risk` (or `--reject`), "
+                             f"then `specops resume {state.phase} {step.name}`", environment=True,
+                             validation=report, integrity=records, raises_risk=True)
+    return AttemptResult(False, text, validation=report, integrity=records)
+
+
+def approved_risk_texts(store: Store, state: Delivery) -> list[str]:
+    """The texts a standing approval of the `risk` gate accepted: its note and every risk file
+    raised before it."""
+    decisions = [a for a in state.approvals if a.gate == "risk"]
+    if not decisions or decisions[-1].decision != "approved":
+        return []
+    texts = [decisions[-1].note]
+    for risk in state.risks:
+        path = store.root / risk.path
+        if risk.raised_at <= decisions[-1].at and path.is_file():
+            texts.append(path.read_text(encoding="utf-8", errors="replace"))
+    return texts

@@ -463,6 +463,14 @@ def upstream_handoffs(state: Delivery, step: Step) -> dict[str, FileRef]:
             for art, ref in state.get_step(n).handoff.items()}
 
 
+def already_decided(state: Delivery, path: str) -> bool:
+    """This risk file was raised before and a standing approval of the `risk` gate covers it
+    (the guard's waiver it gave): completing does not raise it again."""
+    decisions = [a for a in state.approvals if a.gate == "risk"]
+    return bool(decisions) and decisions[-1].decision == "approved" and any(
+        r.path == path and r.raised_at <= decisions[-1].at for r in state.risks)
+
+
 def reason_of(result: AttemptResult) -> str:
     """The attempt's one terminal reason (`AttemptReason`)."""
     if result.ok:
@@ -526,10 +534,13 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
             step.preflight = result.preflight
         if result.review is not None:
             step.reviews.append(result.review)
+        if result.validation is not None:
+            step.integrity = list(result.integrity)
+        risk = store.delivery_dir(delivery) / node / RISK_FILE
+        if (result.ok or result.raises_risk) and risk.is_file() and not already_decided(
+                state, risk.relative_to(store.root).as_posix()):
+            raise_risk(state, node, risk.relative_to(store.root).as_posix())
         if result.ok:
-            risk = store.delivery_dir(delivery) / node / RISK_FILE
-            if risk.is_file():
-                raise_risk(state, node, risk.relative_to(store.root).as_posix())
             tree = workdir(store, state, step)
             handoff = tree / "docs" / "phase" / delivery / "handoff.md"
             delivery_handoff = sha256_file(handoff) if handoff.is_file() else None
