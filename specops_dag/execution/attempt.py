@@ -749,8 +749,8 @@ def guard_tests(store: Store, state: Delivery, step: Step, repo: Path,
     records = tuple(IntegrityFinding(**f.as_dict(), waived=f in gone) for f in found)
     if not kept:
         return AttemptResult(True, "", validation=report, integrity=records)
-    text = integrity.summary(kept, step.base_commit, state.phase)
     risk = node_dir(store, state.phase, step.name) / RISK_FILE
+    text = integrity.summary(kept, step.base_commit, state.phase, agent_path(risk, repo))
     if risk.is_file() and not integrity.waived(kept, [risk.read_text(encoding="utf-8")])[0]:
         return AttemptResult(False, f"{text}\nThe agent's {RISK_FILE} names every one: a person "
                              f"decides with `specops approve {state.phase} risk` (or `--reject`), "

@@ -284,13 +284,15 @@ def _names(text: str, f: Finding) -> bool:
     return False
 
 
-def summary(findings: list[Finding], base_commit: str, delivery: str) -> str:
-    """The attempt's failure text: every finding, and how to restore or approve them."""
+def summary(findings: list[Finding], base_commit: str, delivery: str,
+            risk_path: str = "risk.md") -> str:
+    """The attempt's failure text: every finding, and how to restore or approve them
+    (`risk_path`: the risk file as the agent reaches it)."""
     n = len(findings)
     head = (f"test integrity: {n} change{'s' if n != 1 else ''} "
             f"weaken{'' if n != 1 else 's'} the tests (compared with base commit "
             f"{base_commit[:12]}):")
-    tail = ("Restore them, or raise a risk (risk.md) that names each one (its path, `path:line` "
+    tail = (f"Restore them, or raise a risk ({risk_path}) that names each one (its path, `path:line` "
             "or `Class.Method`; `fewer-executed` or `more-skipped` for a TRX count) for a person "
             f"to approve with `specops approve {delivery} risk`.")
     return "\n".join([head, *(f"- {f.line_text()}" for f in findings), tail])
