@@ -308,6 +308,14 @@ def open_by_any_process(paths: set[str]) -> set[str] | None:
     return held
 
 
+def numstat(worktree: Path, base: str, rev: str) -> str:
+    """`git diff --numstat base rev`: added, deleted and path of each file, tab-separated."""
+    try:
+        return _git().Repo(worktree).git.diff("--numstat", "--no-renames", base, rev)
+    except (_git().exc.GitError, OSError, ValueError) as err:
+        raise GitError(f"cannot diff {base[:12]}..{rev[:12]} in {worktree}: {err}") from err
+
+
 def head(worktree: Path) -> str:
     return _git().Repo(worktree).head.commit.hexsha
 

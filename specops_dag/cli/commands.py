@@ -163,6 +163,29 @@ def status(ctx, delivery: str | None, as_json: bool) -> None:
 
 @main.command()
 @click.argument("delivery")
+@click.argument("node", required=False)
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown",
+              show_default=True, help="markdown: a pull-request body; json: the records.")
+@click.pass_context
+@fail_cleanly
+def evidence(ctx, delivery: str, node: str | None, fmt: str) -> None:
+    """Show what each completed node handed off, what proves it, what was waived and by whom,
+    and what it cost: its evidence.json, checked against the sha256 in the state."""
+    from specops_dag.execution.evidence import read_evidence, render_markdown
+
+    store = store_of(ctx)
+    check_delivery_id(delivery)
+    state = store.read(delivery)
+    records = read_evidence(store, state, node)
+    if fmt == "json":
+        click.echo(json.dumps(records[0] if node else {"delivery": delivery, "nodes": records},
+                              indent=2, ensure_ascii=False))
+        return
+    click.echo(render_markdown(state, records), nl=False)
+
+
+@main.command()
+@click.argument("delivery")
 @click.argument("node")
 @click.option("--reason", default="", help="Why the node is reopened (kept in revisions).")
 @click.pass_context

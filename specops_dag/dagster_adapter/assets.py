@@ -85,6 +85,9 @@ def materialization(outcome: "StepOutcome", delivery: str,
         metadata.update({f"commit/{k}": v or "" for k, v in outcome.commits.items()})
     if outcome.ended is not None:
         metadata.update(ended_metadata(outcome))
+    if outcome.evidence is not None:
+        metadata["evidence"] = dg.MetadataValue.path(outcome.evidence.path)
+        metadata["evidence_sha256"] = outcome.evidence.sha256
     if outcome.tasks:
         metadata["tasks"] = dg.MetadataValue.json(list(outcome.tasks))
         metadata["tasks_merged"] = sum(t["status"] == "merged" for t in outcome.tasks)

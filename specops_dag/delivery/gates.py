@@ -6,6 +6,8 @@ consumed the old decision. Plain Python over the state store.
 
 from __future__ import annotations
 
+import os
+
 from specops_dag.delivery.lifecycle import downstream_of, reopen, snapshot_catalog
 from specops_dag.delivery.model import Approval, Delivery, Risk, Step
 from specops_dag.delivery.queries import closed_gates
@@ -26,6 +28,18 @@ def gates_of(state: Delivery) -> list[str]:
                                "external-write"]))
 
 
+def decider() -> str:
+    """Who records a decision: the OS user and host of this process."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry for the uid (a container)
+        user = f"uid {os.getuid()}"
+    return f"{user}@{socket.gethostname()}"
+
+
 def approve(store: Store, delivery: str, gate: str, note: str = "",
             reject: bool = False) -> Approval:
     """Record a decision; approvals unblock steps waiting only on it, rejections keep them
@@ -40,7 +54,7 @@ def approve(store: Store, delivery: str, gate: str, note: str = "",
         earlier = [a for a in state.approvals if a.gate == gate]
         decision = "rejected" if reject else "approved"
         changed = bool(earlier) and earlier[-1].decision != decision
-        approval = Approval(gate=gate, decision=decision, note=note, at=now_iso(),
+        approval = Approval(gate=gate, decision=decision, note=note, at=now_iso(), by=decider(),
                             revision=(max(a.revision for a in earlier) + 1) if changed else 0)
         state.approvals.append(approval)
         state.log(f"gate {decision}", detail=f"{gate}: {note}" if note else gate)

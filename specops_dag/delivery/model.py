@@ -378,6 +378,7 @@ class Step(Model):
     contract: ContractRecord | None = None  # its sprint contract (`execution.contract`)
     attempt_log: list[AttemptRecord] = []  # how each attempt ended, oldest first
     integrity: list[IntegrityFinding] = []  # the guard's findings on the last verified attempt
+    evidence: FileRef | None = None  # its evidence.json, written as it completed
 
 
 class Event(Model):
@@ -395,6 +396,7 @@ class Approval(Model):
     revision: int = 0  # > 0: this decision changed an earlier one on the same gate
     used_at: str | None = None  # when the action it allowed used it up (each push needs its own)
     used_by: str | None = None  # what used it: `push feat-<delivery> <commit>`
+    by: str | None = None  # who decided: `user@host` of the process that recorded it
 
 
 class Risk(Model):
@@ -503,6 +505,7 @@ class Delivery(Model):
         step.base_commit = step.validation_report = step.delivery_handoff = None
         step.result_commit = step.contract = None
         step.tasks, step.attempt_log, step.integrity = [], [], []
+        step.evidence = None
         step.preparation = step.preflight = None
         step.started_at = step.completed_at = step.owner = None
         step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None

@@ -42,6 +42,7 @@ from specops_dag.delivery.queries import (
 from specops_dag.delivery.store import Store
 from specops_dag.errors import DefinitionError, SpecopsError, UsageError, WriteConflict
 from specops_dag.execution.attempt import AttemptResult, run_attempt
+from specops_dag.execution.evidence import write_evidence
 from specops_dag.execution.fanout import load_tasks, remove_task_trees
 from specops_dag.files import now_iso, sha256_file
 from specops_dag.workflow.catalog import Catalog
@@ -81,6 +82,7 @@ class StepOutcome:
     tasks: tuple[dict, ...] = ()  # a fan-out's tasks: id, status, attempts, tokens, commits
     ended: AttemptRecord | None = None  # how this call's attempt ended, when one ran
     usd: dict[str, float] = field(default_factory=dict)  # attempt / node / delivery money
+    evidence: FileRef | None = None  # the node's evidence.json as it completed
 
 
 def task_summaries(step: Step) -> tuple[dict, ...]:
@@ -127,7 +129,7 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
                           detail=result.summary[:500], infra_retries=list(result.infra),
                           started_at=began, ended_at=now_iso(), duration_s=took,
                           counted=result.reason != "infrastructure")
-    finish_attempt(store, delivery, node, result, final=final, ended=ended)
+    finish_attempt(store, delivery, node, result, final=final, ended=ended, settings=settings)
     extra = {"usage": result.usage, "prompt_chars": result.prompt_chars, "duration_s": took,
              "review": result.review.model_dump() if result.review else None,
              "attempt": step.attempts, "ended": ended,
@@ -141,7 +143,8 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
                            commits=after.get_step(node).commits,
                            tasks=task_summaries(after.get_step(node)),
                            tokens=token_totals(after, node, result.usage),
-                           usd=money_totals(store, after, node, step.attempts), **extra)
+                           usd=money_totals(store, after, node, step.attempts),
+                           evidence=after.get_step(node).evidence, **extra)
     if result.environment:
         return StepOutcome("environment", node, f"blocked: {result.summary}", **extra)
     if result.review_exhausted:
@@ -479,9 +482,10 @@ def reason_of(result: AttemptResult) -> str:
 
 
 def finish_attempt(store: Store, delivery: str, node: str, result: AttemptResult,
-                   final: bool, ended: AttemptRecord | None = None) -> None:
+                   final: bool, ended: AttemptRecord | None = None,
+                   settings: AgentSettings | None = None) -> None:
     """Record the verdict; on success commit product then metadata on feat-<delivery>."""
-    if _record(store, delivery, node, result, final, ended) and result.ok:
+    if _record(store, delivery, node, result, final, ended, settings) and result.ok:
         commit_metadata(store, delivery, node)
 
 
@@ -506,7 +510,8 @@ def commit_metadata(store: Store, delivery: str, node: str) -> None:
 
 
 def _record(store: Store, delivery: str, node: str, result: AttemptResult,
-            final: bool, ended: AttemptRecord | None = None) -> bool:
+            final: bool, ended: AttemptRecord | None = None,
+            settings: AgentSettings | None = None) -> bool:
     with store.transaction(delivery) as state:
         step = state.get_step(node)
         if step.status != "running" or step.owner is None or step.owner.pid != current_owner().pid:
@@ -557,6 +562,10 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
                     state.block(step, conflict)
                     return False
             state.complete(step, result.handoff, result.message, delivery_handoff)
+            # its product is on feat-<d> now (a node's own worktree is gone once merged)
+            step.evidence = write_evidence(store, state, step, workdir(store, state),
+                                           settings or AgentSettings(),
+                                           codex=bool(step.usage))  # sessions ran: codex did
         elif result.reason == "infrastructure":
             state.give_back(step, result.summary)
         elif result.environment:

@@ -292,7 +292,7 @@ def summary(findings: list[Finding], base_commit: str, delivery: str,
     head = (f"test integrity: {n} change{'s' if n != 1 else ''} "
             f"weaken{'' if n != 1 else 's'} the tests (compared with base commit "
             f"{base_commit[:12]}):")
-    tail = (f"Restore them, or raise a risk ({risk_path}) that names each one (its path, `path:line` "
-            "or `Class.Method`; `fewer-executed` or `more-skipped` for a TRX count) for a person "
-            f"to approve with `specops approve {delivery} risk`.")
+    tail = (f"Restore them, or raise a risk ({risk_path}) that names each one (its path, "
+            "`path:line` or `Class.Method`; `fewer-executed` or `more-skipped` for a TRX count) "
+            f"for a person to approve with `specops approve {delivery} risk`.")
     return "\n".join([head, *(f"- {f.line_text()}" for f in findings), tail])

@@ -37,7 +37,7 @@ def test_each_step_lands_as_a_product_commit_and_a_metadata_commit_on_its_branch
     a = state.get_step("a")
     assert commit_paths(repo, a.commits["product"]) == ["src/a.txt"]
     assert commit_paths(repo, a.commits["metadata"]) == sorted([
-        "docs/phase/d1/a.md", "phases/d1/a/out.txt",
+        "docs/phase/d1/a.md", "phases/d1/a/evidence.json", "phases/d1/a/out.txt",
         "phases/d1/index.json", "phases/d1/request.md",
         "phases/d1/snapshot/phases/p-a.yaml",
         "phases/d1/snapshot/phases/p-b.yaml", "phases/d1/snapshot/phases/p-c.yaml",
