@@ -1,11 +1,15 @@
-"""The test-integrity guard end to end (issue #21 items 1 and 5): real codex, the literal replay
-agent, the `dotnet` stand-in. An agent that deletes a test fails its attempt with the list,
-whatever it says; the next attempt, which restores the test, passes; a risk.md that names the
-change sends the step to a person, whose approval waives it."""
+"""Evidence that done is done, end to end (issue #21 items 1, 2 and 5): real codex, the literal
+replay agent, the `dotnet` stand-in. An agent that deletes a test fails its attempt with the
+list, whatever it says; the next attempt, which restores the test, passes; a risk.md that names
+the change sends the step to a person, whose approval waives it. Each completed node leaves an
+evidence.json that `specops evidence` renders as a pull-request body."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import socket
 from pathlib import Path
 
 import git
@@ -16,6 +20,7 @@ from specops_dag.delivery.store import Store
 from specops_dag.execution.step import run_step
 
 from ..support.agents import agentic_git_harness, new, replay
+from ..support.cli import specops_at
 from ..support.dotnet import FIXTURES, STANDIN
 
 TESTS = "tests/Calc.Tests/CalculatorTests.cs"
@@ -80,6 +85,55 @@ def test_an_agent_that_deletes_a_test_fails_the_attempt_and_the_restoring_attemp
     done = store.read("d1").get_step("write")
     assert (done.attempts, done.integrity) == (2, [])
     assert (store.root / TESTS).read_text() == (FIXTURES / "all-pass" / TESTS).read_text()
+    shown = specops_at(store.root, "evidence", "d1", "write", "--format", "json")
+    assert (shown.returncode, shown.stderr) == (0, "")
+    record = json.loads(shown.stdout)
+    assert done.evidence is not None and second.evidence == done.evidence
+    assert done.evidence.path == "phases/d1/write/evidence.json"
+    assert (record["node"], record["status"], record["attempts"]) == ("write", "completed", 2)
+    assert record["handoffs"] == {"notes": done.handoff["notes"].model_dump()}
+    assert record["validation"]["trx"] == {"total": 2, "executed": 2, "passed": 2, "failed": 0,
+                                           "skipped": 0}
+    assert record["test_delta"] == {"baseline": {"executed": 2, "skipped": 0},
+                                    "now": {"executed": 2, "skipped": 0},
+                                    "executed": 0, "skipped": 0}
+    assert [(a["attempt"], a["reason"]) for a in record["attempt_log"]] == [
+        (1, "verification-failed"), (2, "completed")]
+    assert record["commits"] == {"base": done.base_commit, "product": done.commits["product"]}
+    # the product commit is the agent's notes and step record: the deleted file came back as it was
+    assert TESTS not in [f["path"] for f in record["diff"]["files"]]
+    sessions = record["cost"]["sessions"]
+    assert [(s["attempt"], s["role"], s["model"]) for s in sessions] == [
+        (1, "generator", "gpt-5.5"), (2, "generator", "gpt-5.5")]
+    # four requests of the replay agent (4,000 input, 800 output tokens) at the dated default
+    # price of gpt-5.5: $1.25 and $10 per 1M
+    assert [(s["input_tokens"], s["output_tokens"], s["usd"]) for s in sessions] == [
+        (4000, 800, 0.013), (4000, 800, 0.013)]
+    assert record["cost"]["usd"] == 0.026
+    assert record["agent"]["codex_version"] == json.loads(
+        (Path(__file__).parents[2] / "package.json").read_text())["dependencies"]["@openai/codex"]
+    assert record["agent"]["thread_ids"] == [s["thread_id"] for s in sessions]
+    prompt = store.root / "phases/d1/write/prompt.md"
+    assert record["prompt_sha256"] == hashlib.sha256(prompt.read_bytes()).hexdigest()
+    body = specops_at(store.root, "evidence", "d1").stdout
+    assert body.startswith("# d1: Write release notes.\n")
+    assert "- tests: 2 executed, 2 passed, 0 failed, 0 skipped\n" in body
+    assert "- test integrity: no change weakens the tests\n" in body
+    assert "- attempts: 1: verification-failed, 2: completed\n" in body
+    assert "- 9600 tokens (uncached input + output), $0.026\n" in body
+    pending = specops_at(store.root, "evidence", "d1", "review")
+    assert (pending.returncode, pending.stdout, pending.stderr) == (
+        2, "", "error: node `review` of `d1` has no evidence record: it is `pending`; "
+               "evidence.json is written when a node completes (`specops run d1`)\n")
+    evidence = store.root / done.evidence.path
+    evidence.write_text(evidence.read_text().replace('"attempts": 2', '"attempts": 1'))
+    edited = specops_at(store.root, "evidence", "d1")
+    assert (edited.returncode, edited.stdout) == (2, "")
+    assert edited.stderr == (
+        f"error: phases/d1/write/evidence.json: changed since `write` completed (registered "
+        f"sha256 {done.evidence.sha256[:12]}, now "
+        f"{hashlib.sha256(evidence.read_bytes()).hexdigest()[:12]}); restore it from git "
+        "(feat-d1) — evidence is never edited\n")
 
 
 @pytest.mark.e2e
@@ -116,3 +170,12 @@ def test_a_deletion_the_agents_risk_names_waits_for_a_person_and_their_approval_
     assert [(f.rule, f.waived) for f in after.get_step("write").integrity] == [
         ("deleted-test-file", True)]
     assert len(after.risks) == 1  # completing did not raise the decided risk again
+    body = specops_at(store.root, "evidence", "d1", "write").stdout
+    waived = body[body.index("### What was waived, and by whom"):]
+    decision = after.approvals[-1]
+    assert waived.startswith(
+        "### What was waived, and by whom\n\n"
+        f"- `{TESTS}` (deleted-test-file): {DELETED.partition(': ')[2]}\n"
+        f"- approved by {decision.by} at {decision.at}: “agreed, the calculator goes away” "
+        "(risks: phases/d1/write/risk.md)\n")
+    assert decision.by.endswith("@" + socket.gethostname())
