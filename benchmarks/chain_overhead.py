@@ -4,7 +4,13 @@ Runs, side by side in one process tree:
   A. `dagster job execute` (in-process executor) of a delivery whose 20 chained nodes each run the
      real `codex exec` against the replay agent (which answers at once);
   B. a plain sequential loop calling `codex exec` 20 times with the same prompts and argv.
-Prints both wall times and the ratio A / B (target ≤ 1.5). Not a test: nothing asserts a time.
+Prints both wall times and the ratio A / B (target ≤ 1.5). Then (issue #21) the same chain with
+`validation: full` on a git target (the all-pass .NET fixture, the `dotnet` stand-in of tests/),
+run by `dagster job execute` twice: with the test-integrity guard and the evidence record, and
+with both stubbed out in the run's processes (a benchmark-only `sitecustomize`; both runs load
+one, so they import the same modules). Each run's per-node orchestration overhead is its time
+over the plain codex loop's, per node; the ratio with / without is printed (target ≤ 1.05).
+Not a test: nothing asserts a time.
 """
 
 from __future__ import annotations
@@ -29,17 +35,31 @@ from specops_dag.process import run_process  # noqa: E402
 N = 20
 
 
-def phase(i: int) -> str:
+STANDIN = REPO / "tests" / "dotnet_standin"
+FIXTURE = REPO / "dotnet_fixtures" / "all-pass"
+STUBS = """
+import os
+if os.environ.get("BENCH_STUB_EVIDENCE") == "1":
+    import specops_dag.execution.attempt as attempt
+    import specops_dag.execution.step as step
+    attempt.guard_tests = lambda *args, **kwargs: None
+    step.write_evidence = lambda *args, **kwargs: None
+else:
+    import specops_dag.execution.attempt, specops_dag.execution.step  # the same imports
+"""
+
+
+def phase(i: int, validation: str = "none") -> str:
     port = f"input: {{ports: {{previous: {{contract: c{i - 1}}}}}}}" if i else (
         "input: {ports: {request: {contract: req}}}")
     return (f"kind: phase\nid: n{i}\n{port}\nexecution:\n  goal: Step {i}.\n"
             "  executor: {kind: codex}\n  skills:\n"
             "    - {id: chain, path: skills/chain/SKILL.md, load: entry, required: true}\n"
             f"output:\n  ports: {{out: {{contract: c{i}}}}}\n  artifacts:\n"
-            "    - {id: out, path: out.md, required: true}\nvalidation: none\n")
+            f"    - {{id: out, path: out.md, required: true}}\nvalidation: {validation}\n")
 
 
-def harness(root: Path) -> None:
+def harness(root: Path, validation: str = "none") -> None:
     defs = root / "workflow_defs"
     (defs / "phases").mkdir(parents=True)
     (defs / "workflows").mkdir()
@@ -47,7 +67,7 @@ def harness(root: Path) -> None:
     (defs / "skills/chain/SKILL.md").write_text("Write out.md.\n")
     nodes = []
     for i in range(N):
-        (defs / f"phases/n{i}.yaml").write_text(phase(i))
+        (defs / f"phases/n{i}.yaml").write_text(phase(i, validation))
         inputs = "{request: {input: request}}" if i == 0 else (
             f"{{previous: {{node: n{i - 1}, output: out}}}}")
         needs = f"[n{i - 1}]" if i else "[]"
@@ -57,21 +77,28 @@ def harness(root: Path) -> None:
         + "\n".join(nodes) + "\n")
 
 
-def main() -> None:
-    compile_package()
-    work = Path(tempfile.mkdtemp(prefix="specops-bench-"))
+def run_chain(work: Path, name: str, validation: str, extra_env: dict[str, str]
+              ) -> tuple[float, float]:
+    """(dagster job execute's wall time, the plain codex loop's) of one 20-node chain."""
+    root = work / name
+    if validation == "full":
+        shutil.copytree(FIXTURE, root)
+    harness(root, validation)
+    if validation == "full":
+        for args in (["init", "-q", "-b", "main"], ["add", "-A"],
+                     ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "initial"]):
+            subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+    # The literal agent: it writes what the prompt's WRITE names, nothing else.
+    scenario = Scenario.model_validate({"nodes": {f"n{i}": [{"literal": {}}] * 2
+                                                  for i in range(N)}})
+    server = ReplayServer(scenario).start()
     try:
-        root = work / "harness"
-        harness(root)
-        # The literal agent: it writes what the prompt's WRITE names, nothing else.
-        scenario = Scenario.model_validate({"nodes": {f"n{i}": [{"literal": {}}] * 2
-                                                      for i in range(N)}})
-        server = ReplayServer(scenario).start()
-        home = work / "dagster_home"
+        home = work / f"{name}-dagster_home"
         home.mkdir()
         (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
         env = {**os.environ, "DAGSTER_HOME": str(home), "SPECOPS_ROOT": str(root),
-               "SPECOPS_REPLAY_URL": server.url, "SPECOPS_CODEX_HOME": str(work / "codex-home")}
+               "SPECOPS_REPLAY_URL": server.url, "SPECOPS_CODEX_HOME": str(work / "codex-home"),
+               **extra_env}
         bin_dir = Path(sys.executable).parent
         subprocess.run([str(bin_dir / "specops"), "new", "chain", "b1", "--request", "bench"],
                        env=env, check=True, capture_output=True, stdin=subprocess.DEVNULL)
@@ -85,21 +112,46 @@ def main() -> None:
         dagster_s = time.monotonic() - started
         settings = AgentSettings(replay_url=server.url, codex_home=str(work / "codex-home"))
         codex = find_codex(settings, REPO)
-        plain_env = {**env}
+        cwd = root / ".specops/worktrees/b1" if validation == "full" else root
         started = time.monotonic()
         for i in range(N):
             node_dir = root / "phases/b1" / f"n{i}"
             prompt = (node_dir / "prompt.md").read_text()
-            argv = codex_argv(codex, sandbox="workspace-write", workdir=root,
+            argv = codex_argv(codex, sandbox="workspace-write", workdir=cwd,
                               last_message=work / "last.txt", settings=settings,
-                              delivery="b1", node=f"n{i}", idle_timeout_s=600)
-            result = run_process(argv, cwd=root, env=plain_env, stdin_data=prompt.encode(),
+                              delivery="b1", node=f"n{i}", idle_timeout_s=600,
+                              add_dirs=(root / "phases",) if validation == "full" else ())
+            result = run_process(argv, cwd=cwd, env=env, stdin_data=prompt.encode(),
                                  deadline_s=600)
             assert result.exit_code == 0, result.stderr
-        plain_s = time.monotonic() - started
+        return dagster_s, time.monotonic() - started
+    finally:
         server.stop()
+
+
+def main() -> None:
+    compile_package()
+    work = Path(tempfile.mkdtemp(prefix="specops-bench-"))
+    try:
+        dagster_s, plain_s = run_chain(work, "harness", "none", {})
         print(f"20-node codex chain: dagster job execute (in_process) {dagster_s:.2f} s, "
               f"plain codex loop {plain_s:.2f} s, ratio {dagster_s / plain_s:.2f} (target <= 1.5)")
+        stubs = work / "stubs"
+        stubs.mkdir()
+        (stubs / "sitecustomize.py").write_text(STUBS)
+        dotnet = {"PATH": f"{STANDIN}:{os.environ['PATH']}",
+                  "DOTNET_STANDIN_ANSWERS": str(STANDIN / "answers" / "all-pass.yaml"),
+                  "PYTHONPATH": os.pathsep.join([str(stubs), str(REPO)])}
+        overhead = {}
+        for label, stub in (("with", "0"), ("without", "1")):
+            took, plain = run_chain(work, f"full-{label}", "full",
+                                    {**dotnet, "BENCH_STUB_EVIDENCE": stub})
+            overhead[label] = (took - plain) / N
+            print(f"20-node full-validation chain on git, {label} the guard and evidence: "
+                  f"dagster {took:.2f} s, plain codex loop {plain:.2f} s, overhead "
+                  f"{overhead[label] * 1000:.0f} ms per node")
+        print(f"guard + evidence: per-node overhead with / without "
+              f"{overhead['with'] / overhead['without']:.3f} (target <= 1.05)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

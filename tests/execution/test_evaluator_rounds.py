@@ -144,5 +144,12 @@ def test_budgets_count_uncached_input_and_status_shows_cached_input_beside(
     step = store.read("d1").get_step("write")
     assert step_tokens(step) == 5 * (1000 - 800 + 100)  # 3 generator + 2 evaluator requests
     text = specops_at(store.root, "status", "d1").stdout
-    assert "[1500 tokens, 4000 cached]" in text
+    # priced as gpt-5.5 (the replay agent's model): uncached input $1.25, cached input $0.125,
+    # output $10 per 1M tokens: 1000, 4000 and 500 of them
+    assert "[1500 tokens, 4000 cached, $0.00675]" in text
     assert "tokens: 1500 (uncached input + output; 4000 cached input beside)" in text
+    assert ("cost: $0.00675 (prices as of 2026-12-01, built-in; cached input priced as cached)"
+            in text.splitlines())
+    cost = json.loads(specops_at(store.root, "status", "d1", "--json").stdout)["cost"]
+    assert cost == {"delivery": 0.00675, "budget": None, "per_node": {"write": 0.00675},
+                    "unpriced": None, "as_of": "2026-12-01", "source": "built-in"}
