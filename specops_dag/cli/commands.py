@@ -60,14 +60,19 @@ def store_of(ctx: click.Context) -> Store:
 @click.pass_context
 @fail_cleanly
 def check(ctx: click.Context) -> None:
-    """Load and validate every workflow, phase and skill definition (exit 2 on any problem)."""
+    """Load and validate every workflow, phase and skill definition and the harness root's
+    prices.yaml (exit 2 on any problem)."""
+    from specops_dag.delivery.pricing import PRICES_FILE, load_prices
     from specops_dag.workflow.catalog import definition_roots, load_catalog
 
     roots = definition_roots(ctx.obj)
     catalog = load_catalog(roots, display_base=ctx.obj)
+    prices = load_prices(ctx.obj)
     skills = sum(1 for kind, _ in catalog.sources if kind == "skill")
+    priced = (f"; prices as of {prices.as_of} from {PRICES_FILE}" if prices.source == PRICES_FILE
+              else "")
     click.echo(f"ok: {len(catalog.workflows)} workflows, {len(catalog.phases)} phases, "
-               f"{skills} skills from {', '.join(str(r) for r in roots)}")
+               f"{skills} skills from {', '.join(str(r) for r in roots)}{priced}")
 
 
 @main.command()

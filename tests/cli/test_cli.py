@@ -46,6 +46,23 @@ def test_check_exits_2_with_every_problem_and_changes_nothing(
     assert tree_digest(diamond_root / "phases") == before
 
 
+def test_check_validates_the_harness_roots_price_table_and_names_its_date(
+        diamond_root: Path, clean_env: dict[str, str]) -> None:
+    prices = diamond_root / "prices.yaml"
+    prices.write_text("as_of: 2026-11-01\nprices:\n  m1: {input: 1, cached_input: 0.1, "
+                      "output: -2}\n")
+    bad = specops(clean_env, diamond_root, "check")
+    assert (bad.returncode, bad.stdout) == (2, "")
+    assert bad.stderr.splitlines()[-1] == ("error: 1 problem(s) in the definitions; nothing was "
+                                           "changed")
+    assert bad.stderr.startswith("prices.yaml: prices.m1.output: ")
+    prices.write_text("as_of: 2026-11-01\nprices:\n  m1: {input: 1, cached_input: 0.1, "
+                      "output: 2}\n")
+    good = specops(clean_env, diamond_root, "check")
+    assert good.returncode == 0, good.stderr
+    assert good.stdout.rstrip().endswith("; prices as of 2026-11-01 from prices.yaml")
+
+
 @pytest.mark.e2e
 def test_schema_prints_json_schema_for_both_kinds(tmp_path: Path,
                                                   clean_env: dict[str, str]) -> None:
