@@ -6,10 +6,11 @@ Runs, side by side in one process tree:
   B. a plain sequential loop calling `codex exec` 20 times with the same prompts and argv.
 Prints both wall times and the ratio A / B (target ≤ 1.5). Then (issue #21) the same chain with
 `validation: full` on a git target (the all-pass .NET fixture, the `dotnet` stand-in of tests/),
-run by `dagster job execute` twice: with the test-integrity guard and the evidence record, and
-with both stubbed out in the run's processes (a benchmark-only `sitecustomize`; both runs load
-one, so they import the same modules). Each run's per-node orchestration overhead is its time
-over the plain codex loop's, per node; the ratio with / without is printed (target ≤ 1.05).
+where the test-integrity guard and the evidence record run for every node. A benchmark-only
+`sitecustomize` in the run's processes times each call of the two (`attempt.guard_tests`,
+`step.write_evidence`) into a file, so one run gives both numbers: the per-node orchestration
+overhead with them (the run's time over the plain codex loop's, per node) and without them (that
+less their own time). The ratio with / without is printed (target ≤ 1.05).
 Not a test: nothing asserts a time.
 """
 
@@ -37,15 +38,23 @@ N = 20
 
 STANDIN = REPO / "tests" / "dotnet_standin"
 FIXTURE = REPO / "dotnet_fixtures" / "all-pass"
-STUBS = """
-import os
-if os.environ.get("BENCH_STUB_EVIDENCE") == "1":
-    import specops_dag.execution.attempt as attempt
-    import specops_dag.execution.step as step
-    attempt.guard_tests = lambda *args, **kwargs: None
-    step.write_evidence = lambda *args, **kwargs: None
-else:
-    import specops_dag.execution.attempt, specops_dag.execution.step  # the same imports
+TIMERS = """
+import os, time
+import specops_dag.execution.attempt as attempt
+import specops_dag.execution.step as step
+
+def timed(fn):
+    def call(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            with open(os.environ["BENCH_TIMINGS"], "a") as out:
+                out.write(f"{fn.__name__} {time.perf_counter() - started}\\n")
+    return call
+
+attempt.guard_tests = timed(attempt.guard_tests)
+step.write_evidence = timed(step.write_evidence)
 """
 
 
@@ -136,22 +145,27 @@ def main() -> None:
         dagster_s, plain_s = run_chain(work, "harness", "none", {})
         print(f"20-node codex chain: dagster job execute (in_process) {dagster_s:.2f} s, "
               f"plain codex loop {plain_s:.2f} s, ratio {dagster_s / plain_s:.2f} (target <= 1.5)")
-        stubs = work / "stubs"
-        stubs.mkdir()
-        (stubs / "sitecustomize.py").write_text(STUBS)
+        timers = work / "timers"
+        timers.mkdir()
+        (timers / "sitecustomize.py").write_text(TIMERS)
+        timings = work / "timings.txt"
         dotnet = {"PATH": f"{STANDIN}:{os.environ['PATH']}",
                   "DOTNET_STANDIN_ANSWERS": str(STANDIN / "answers" / "all-pass.yaml"),
-                  "PYTHONPATH": os.pathsep.join([str(stubs), str(REPO)])}
-        overhead = {}
-        for label, stub in (("with", "0"), ("without", "1")):
-            took, plain = run_chain(work, f"full-{label}", "full",
-                                    {**dotnet, "BENCH_STUB_EVIDENCE": stub})
-            overhead[label] = (took - plain) / N
-            print(f"20-node full-validation chain on git, {label} the guard and evidence: "
-                  f"dagster {took:.2f} s, plain codex loop {plain:.2f} s, overhead "
-                  f"{overhead[label] * 1000:.0f} ms per node")
-        print(f"guard + evidence: per-node overhead with / without "
-              f"{overhead['with'] / overhead['without']:.3f} (target <= 1.05)")
+                  "PYTHONPATH": os.pathsep.join([str(timers), str(REPO)]),
+                  "BENCH_TIMINGS": str(timings)}
+        took, plain = run_chain(work, "full", "full", dotnet)
+        calls = [line.split() for line in timings.read_text().splitlines()]
+        spent = {name: sum(float(t) for n, t in calls if n == name) for name, _ in calls}
+        assert {n: sum(1 for c in calls if c[0] == n) for n in spent} == {
+            "guard_tests": N, "write_evidence": N}, calls  # each ran once per node
+        with_them = (took - plain) / N
+        without = with_them - sum(spent.values()) / N
+        print(f"20-node full-validation chain on git: dagster {took:.2f} s, plain codex loop "
+              f"{plain:.2f} s; per node: overhead {with_them * 1000:.0f} ms, of it the guard "
+              f"{spent['guard_tests'] / N * 1000:.1f} ms and the evidence record "
+              f"{spent['write_evidence'] / N * 1000:.1f} ms")
+        print(f"guard + evidence: per-node overhead with / without {with_them / without:.3f} "
+              "(target <= 1.05)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

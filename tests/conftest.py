@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from .support.dotnet import STANDIN
 from .support.harness import DIAMOND, VENV_BIN, write_tree
 from .support.hooks import SPECOPS_VARS
 
@@ -14,6 +15,13 @@ from .support.hooks import SPECOPS_VARS
 @pytest.fixture
 def diamond_root(tmp_path: Path) -> Path:
     return write_tree(tmp_path / "harness", DIAMOND)
+
+
+@pytest.fixture
+def all_pass_dotnet(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `dotnet` stand-in on PATH, answering as the all-pass fixture's SDK would."""
+    monkeypatch.setenv("PATH", f"{STANDIN}:{os.environ['PATH']}")
+    monkeypatch.setenv("DOTNET_STANDIN_ANSWERS", str(STANDIN / "answers/all-pass.yaml"))
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from specops_dag.execution.contract import contract_tests
 from specops_dag.execution.step import run_step
 
 from ..support.agents import agentic_git_harness, attempts, new, replay
-from ..support.dotnet import STANDIN
 from ..support.harness import write_tree
 
 JUDGE = """kind: phase
@@ -71,12 +70,6 @@ def contract_harness(tmp_path: Path, review: bool = False) -> Store:
     return new(root)
 
 
-@pytest.fixture
-def standin(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", f"{STANDIN}:{__import__('os').environ['PATH']}")
-    monkeypatch.setenv("DOTNET_STANDIN_ANSWERS", str(STANDIN / "answers/all-pass.yaml"))
-
-
 def test_contract_tests_are_the_named_lines_under_the_tests_heading() -> None:
     text = ("## Build\n- Calc.Not.A_Test under build\n## Tests\n- `A.B.C`\n* D.E.F because\n"
             "- not a name\n- A.B.C\n## Notes\n- G.H.I\n")
@@ -85,7 +78,7 @@ def test_contract_tests_are_the_named_lines_under_the_tests_heading() -> None:
 
 @pytest.mark.e2e
 def test_a_contract_round_trip_agrees_in_round_two_and_the_build_is_judged_against_it(
-        tmp_path: Path, standin: None) -> None:
+        tmp_path: Path, all_pass_dotnet: None) -> None:
     store = contract_harness(tmp_path)
     nodes = {"write.contract": [contract("Calc.Tests.Vague"),
                                 contract("Calc.Tests.CalculatorTests.Add_ReturnsSum")],
@@ -118,7 +111,7 @@ def test_a_contract_round_trip_agrees_in_round_two_and_the_build_is_judged_again
 
 @pytest.mark.e2e
 def test_a_build_whose_contract_test_did_not_run_fails_its_attempt(tmp_path: Path,
-                                                                   standin: None) -> None:
+                                                                   all_pass_dotnet: None) -> None:
     store = contract_harness(tmp_path)
     nodes = {"write.contract": [contract("Calc.Tests.CalculatorTests.Divide_ReturnsQuotient")],
              "write.contract-review": [verdict("PASS", "fine")],
@@ -180,7 +173,7 @@ tasks:
 
 @pytest.mark.e2e
 def test_each_fan_out_task_agrees_its_own_contract_before_it_builds(tmp_path: Path,
-                                                                    standin: None) -> None:
+                                                                    all_pass_dotnet: None) -> None:
     import git
 
     from specops_dag.delivery import lifecycle as ops
@@ -216,7 +209,7 @@ def test_each_fan_out_task_agrees_its_own_contract_before_it_builds(tmp_path: Pa
 
 @pytest.mark.e2e
 def test_the_review_of_a_contract_build_scores_it_against_the_agreed_contract(
-        tmp_path: Path, standin: None) -> None:
+        tmp_path: Path, all_pass_dotnet: None) -> None:
     store = contract_harness(tmp_path, review=True)
     nodes = {"write.contract": [contract("Calc.Tests.CalculatorTests.Add_ReturnsSum")],
              "write.contract-review": [verdict("PASS", "concrete")],

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import socket
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from specops_dag.execution.step import run_step
 
 from ..support.agents import agentic_git_harness, new, replay
 from ..support.cli import specops_at
-from ..support.dotnet import FIXTURES, STANDIN
+from ..support.dotnet import FIXTURES
 
 TESTS = "tests/Calc.Tests/CalculatorTests.cs"
 
@@ -34,12 +33,6 @@ def guarded_harness(tmp_path: Path) -> Store:
     repo.git.add(A=True)
     repo.git.commit("-q", "-m", "a full phase")
     return new(root)
-
-
-@pytest.fixture
-def standin(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", f"{STANDIN}:{os.environ['PATH']}")
-    monkeypatch.setenv("DOTNET_STANDIN_ANSWERS", str(STANDIN / "answers/all-pass.yaml"))
 
 
 def restore_command() -> str:
@@ -65,7 +58,7 @@ def guard_message(base: str, risk: Path) -> str:
 
 @pytest.mark.e2e
 def test_an_agent_that_deletes_a_test_fails_the_attempt_and_the_restoring_attempt_passes(
-        tmp_path: Path, standin: None) -> None:
+        tmp_path: Path, all_pass_dotnet: None) -> None:
     store = guarded_harness(tmp_path)
     nodes = {"write": [
         # it says it is done, and its work passes the build and the tests that are left
@@ -138,7 +131,7 @@ def test_an_agent_that_deletes_a_test_fails_the_attempt_and_the_restoring_attemp
 
 @pytest.mark.e2e
 def test_a_deletion_the_agents_risk_names_waits_for_a_person_and_their_approval_waives_it(
-        tmp_path: Path, standin: None) -> None:
+        tmp_path: Path, all_pass_dotnet: None) -> None:
     from specops_dag.delivery.gates import approve
     from specops_dag.delivery.lifecycle import resume
 
