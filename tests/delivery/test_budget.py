@@ -53,6 +53,27 @@ def test_a_spent_phase_budget_blocks_the_step_before_another_call(tmp_path: Path
 
 
 @pytest.mark.e2e
+def test_a_spent_phase_usd_budget_blocks_a_real_run_before_another_call(tmp_path: Path) -> None:
+    root = agentic_root(tmp_path)
+    phase = root / "workflow_defs/phases/c-write.yaml"
+    phase.write_text(phase.read_text().replace("  idle_timeout_s: 30",
+                                               "  idle_timeout_s: 30\n  budget: {usd: 0.005}"))
+    store = Store(root)
+    new_delivery(store, load_catalog(definition_roots(root), display_base=root), "agentic", "d1",
+                 "x")
+    with replay(tmp_path, {"write": [FORGETFUL] * 3}) as server:
+        outcomes = [run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+                    for _ in range(3)]
+    # each attempt: 900 input and 300 output tokens of gpt-5.5 (the replay agent's model) at
+    # $1.25 and $10 per 1M: $0.004125
+    assert [o.status for o in outcomes] == ["failed", "failed", "blocked"]
+    assert outcomes[2].message == ("budget: step `write` spent $0.00825 of its $0.005 (phase "
+                                   "`c-write` budget.usd); no further codex call is made")
+    assert requests_made(tmp_path) == 6
+    assert [u.model for u in store.read("d1").get_step("write").usage] == ["gpt-5.5"] * 2
+
+
+@pytest.mark.e2e
 def test_a_spent_delivery_budget_blocks_every_further_call(tmp_path: Path) -> None:
     root = agentic_root(tmp_path)
     store = Store(root)
