@@ -90,8 +90,12 @@ def test_a_spent_delivery_budget_blocks_every_further_call(tmp_path: Path) -> No
     assert status["tokens"] == {"delivery": 1200, "budget": 1000, "cached_input": 0,
                                 "per_node": {"write": 1200, "review": 0}}
     text = specops_at(root, "status", "d1").stdout.splitlines()
-    assert text[2].startswith("  ■  0 write            blocked    [1200 tokens] budget: ")
+    # 900 input and 300 output tokens of gpt-5.5 at $1.25 and $10 per 1M
+    assert text[2].startswith("  ■  0 write            blocked    [1200 tokens, $0.004125] "
+                              "budget: ")
     assert "tokens: 1200 of 1000" in text
+    assert ("cost: $0.004125 (prices as of 2026-12-01, built-in; cached input priced as cached)"
+            in text)
 
 
 # $10 per 1M output tokens: 1,230 output tokens cost $0.0123.
