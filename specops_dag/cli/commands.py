@@ -363,6 +363,10 @@ def run_locked(root: Path, delivery: str, executor: str, timeout_s: float) -> in
         result = execute_job(root, home, state.workflow, delivery, executor, timeout_s, log_dir)
     finally:
         active.unlink(missing_ok=True)
+    if result.timed_out or result.exit_code != 0:
+        # a `dagster job execute` stopped or killed (even after its last step) never reports
+        # its run's end; this run is over and the next may have nothing to do, so mark it now
+        _fail_orphans(home, delivery)
     state = store.read(delivery)
     click.echo(render_status(state, {**status_report(root, state), "drift": []}))
     if result.timed_out:
