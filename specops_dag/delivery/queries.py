@@ -150,12 +150,14 @@ def open_risks(state: Delivery) -> list:
     return list(state.risks)
 
 
-def delivery_status(state: Delivery) -> str:
-    """The delivery's status as a person must read it: its steps' status, except that every
-    step completed with a risk still open is `blocked` on that decision."""
-    if state.status == "completed" and open_risks(state):
+def delivery_status(state: Delivery, steps_status: str | None = None) -> str:
+    """The delivery's status as a person must read it: its steps' status (`steps_status`, else
+    the recorded one), except that every step completed with a risk still open is `blocked` on
+    that decision."""
+    status = steps_status or state.status
+    if status == "completed" and open_risks(state):
         return "blocked"
-    return state.status
+    return status
 
 
 def closed_gates(state: Delivery, step: Step) -> list[str]:

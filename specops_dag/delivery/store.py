@@ -170,20 +170,25 @@ class Store:
             if before is None:  # serialised in Rust: cheap at any size
                 before = render(state)
             yield state
-            if render(state) != before:
-                self.write(state)
+            after = render(state)
+            if after != before:
+                self.write(state, after)
 
-    def write(self, state: Delivery) -> None:
+    def write(self, state: Delivery, text: bytes | None = None) -> None:
+        """Write `state` with its status derived and `updated_at` now. `text` is `render(state)`
+        as it is (the transaction's change check): written as it is when neither field moves,
+        as for most writes of one step (`updated_at` counts whole seconds)."""
         from specops_dag.delivery.queries import (  # standard library only, like this module's use
             delivery_status,
             state_problem,
         )
 
-        state.status = derive_status(state.steps)
-        state.status = delivery_status(state)  # an open risk keeps a finished delivery blocked
-        state.updated_at = now_iso()
+        status = delivery_status(state, derive_status(state.steps))  # an open risk: blocked
+        stamp = now_iso()
+        if text is None or (status, stamp) != (state.status, state.updated_at):
+            state.status, state.updated_at = status, stamp
+            text = render(state)
         path = self.index_path(state.phase)
-        text = render(state)
         # What is written must read back as valid state: it is parsed back here (pydantic's
         # Rust JSON, the collector paused), and that parse serves the next read of these bytes.
         with collector_paused():

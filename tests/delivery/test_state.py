@@ -487,3 +487,21 @@ def test_a_change_that_would_not_read_back_as_valid_state_is_not_written(
         state.get_step("a").status = "finished"  # type: ignore[assignment]
     assert store.index_path("d1").read_bytes() == before
     assert store.read("d1").get_step("a").status == "pending"
+
+
+@pytest.mark.parametrize("second", ["00", "01"], ids=["same second", "a later second"])
+def test_a_write_stamps_updated_at_and_the_derived_status_whether_or_not_they_moved(
+        diamond_root: Path, monkeypatch: pytest.MonkeyPatch, second: str) -> None:
+    from specops_dag.delivery import store as state_store
+
+    store = make_delivery(diamond_root)
+    monkeypatch.setattr(state_store, "now_iso", lambda: "2030-01-01T00:00:00Z")
+    with store.transaction("d1") as state:
+        state.log("first")
+    monkeypatch.setattr(state_store, "now_iso", lambda: f"2030-01-01T00:00:{second}Z")
+    with store.transaction("d1") as state:
+        state.move(state.get_step("a"), "running", "run")
+    text = store.index_path("d1").read_bytes()
+    fresh = Store(diamond_root).read("d1")
+    assert (fresh.updated_at, fresh.status) == (f"2030-01-01T00:00:{second}Z", "running")
+    assert text == (fresh.model_dump_json(indent=2, by_alias=True) + "\n").encode()
