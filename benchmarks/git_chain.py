@@ -1,9 +1,11 @@
 """Cost along a long chain on a git target (issue #22 item 6), printed as ratios of one run:
 
   A. per-node cost of a 200-node chain of command nodes on a git target (each writes a product
-     file and its handoff, so every node makes a product and a metadata commit), measured from
-     the step records as the time between consecutive steps' starts: the mean of the last 20
-     nodes over the mean of the first 20 (target <= 1.1: cost does not grow with position);
+     file and its handoff, so every node makes a product and a metadata commit), measured as the
+     time between consecutive steps' starts: the mean of the last 20 nodes over the mean of the
+     first 20 (target <= 1.1: cost does not grow with position). The starts are the run's
+     STEP_START events (Dagster's float timestamps): the step records' `started_at` is whole
+     seconds, up to 1 s / 20 off on a mean of nodes of half a second, and is printed beside;
   B. `specops run` of the completed delivery over its first run (target <= 5 %);
   C. a losing concurrent `specops run` (another holds the delivery's run lock) over the
      interpreter's own start, `python -c pass` (target <= 10), with no Dagster import.
@@ -59,6 +61,23 @@ def harness(root: Path) -> None:
         subprocess.run(argv, cwd=root, env=env, check=True, stdin=subprocess.DEVNULL)
 
 
+def step_starts(home: Path) -> list[float]:
+    """When each step of the (only) run started, in run order: its STEP_START events."""
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        (run,) = instance.get_runs()
+        events = instance.get_records_for_run(run.run_id,
+                                              of_type=dg.DagsterEventType.STEP_START).records
+        return [e.event_log_entry.timestamp for e in events]
+
+
+def head_tail(starts: list[float]) -> tuple[float, float]:
+    """The mean time between consecutive starts over the first 20 nodes and the last 20."""
+    costs = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    return statistics.mean(costs[:20]), statistics.mean(costs[-20:])
+
+
 def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int]:
     started = time.monotonic()
     result = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, stdin=subprocess.DEVNULL)
@@ -83,9 +102,8 @@ def main() -> None:
         from specops_dag.delivery.store import Store
 
         steps = Store(root).read("c1").steps
-        starts = [dt.datetime.fromisoformat(s.started_at).timestamp() for s in steps]
-        costs = [b - a for a, b in zip(starts, starts[1:], strict=False)]
-        head, tail = statistics.mean(costs[:20]), statistics.mean(costs[-20:])
+        head, tail = head_tail(step_starts(work / "dagster_home"))
+        whole = head_tail([dt.datetime.fromisoformat(s.started_at).timestamp() for s in steps])
         again_s, code = timed(run, env, root)
         assert code == 0, "the re-run did not exit 0"
         lock = os.open(root / "phases/c1/.run.lock", os.O_RDONLY | os.O_CREAT)
@@ -97,7 +115,8 @@ def main() -> None:
                                  for _ in range(5))
         lose = statistics.median(s for s, _ in losing)
         print(f"{N}-node git chain: per-node cost first 20 {head:.3f} s, last 20 {tail:.3f} s, "
-              f"ratio {tail / head:.2f} (target <= 1.1)")
+              f"ratio {tail / head:.2f} (target <= 1.1; from the step records' whole seconds: "
+              f"{whole[0]:.2f} s, {whole[1]:.2f} s, ratio {whole[1] / whole[0]:.2f})")
         print(f"re-run of the completed delivery {again_s:.2f} s / first run {first_s:.2f} s = "
               f"{again_s / first_s:.1%} (target <= 5 %)")
         print(f"losing concurrent `specops run` {lose * 1000:.0f} ms / `python -c pass` "

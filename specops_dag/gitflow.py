@@ -389,27 +389,40 @@ def made_before(repo, message: str, since: str | None) -> str | None:
 
 
 def sync_tree(src: Path, dest: Path) -> list[str]:
-    """Copy the files of `src` that are missing or differ in `dest` (skipping scratch files and
-    transcripts, which are never committed); return their relative POSIX paths."""
-    copied = []
-    for folder, dirs, files in os.walk(src):
-        dirs[:] = sorted(d for d in dirs if d not in SCRATCH and not d.startswith(".attempt-"))
-        here = Path(folder)
-        rel_folder = here.relative_to(src)
-        for name in sorted(files):
-            if name in SCRATCH or TRANSCRIPT.fullmatch(name):
-                continue
-            source, target = here / name, dest / rel_folder / name
-            st = source.stat()
-            try:
-                tt = target.stat()
-                if (tt.st_size, tt.st_mtime_ns) == (st.st_size, st.st_mtime_ns):
-                    continue
-            except FileNotFoundError:
-                target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-            copied.append((rel_folder / name).as_posix())
+    """Copy the files of `src` that are missing or differ in `dest` (size or mtime; skipping
+    scratch files and transcripts, which are never committed); return their relative POSIX paths,
+    folder by folder in name order. A delivery folder holds a few files per node and each is
+    looked at on every metadata commit, so this walks with `os.scandir` and plain strings."""
+    copied: list[str] = []
+    _sync_folder(os.fspath(src), os.fspath(dest), "", copied)
     return copied
+
+
+def _sync_folder(src: str, dest: str, rel: str, copied: list[str]) -> None:
+    with os.scandir(src) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    folders = []
+    for entry in entries:
+        name = entry.name
+        if entry.is_dir():
+            if name not in SCRATCH and not name.startswith(".attempt-"):
+                folders.append(entry)
+            continue
+        if name in SCRATCH or TRANSCRIPT.fullmatch(name):
+            continue
+        st, target = entry.stat(), os.path.join(dest, name)
+        try:
+            tt = os.stat(target)
+            if (tt.st_size, tt.st_mtime_ns) == (st.st_size, st.st_mtime_ns):
+                continue
+        except FileNotFoundError:
+            os.makedirs(dest, exist_ok=True)
+        shutil.copy2(entry.path, target)
+        copied.append(rel + name)
+    for entry in folders:
+        if not entry.is_symlink():  # as os.walk: a linked folder is not followed
+            _sync_folder(entry.path, os.path.join(dest, entry.name), f"{rel}{entry.name}/",
+                         copied)
 
 
 def _add_literal(repo, paths: list[str], force: bool = False) -> None:

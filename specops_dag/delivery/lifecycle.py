@@ -33,9 +33,9 @@ from specops_dag.delivery.queries import (
     target_of,
     work_path,
 )
-from specops_dag.delivery.store import Store
+from specops_dag.delivery.store import Store, render
 from specops_dag.errors import BlockedError, StateError, UsageError, WriteConflict
-from specops_dag.files import now_iso, sha256_file, write_text_atomic
+from specops_dag.files import now_iso, sha256_file, write_bytes_atomic
 from specops_dag.graph import topological_order
 from specops_dag.workflow.catalog import Catalog, load_catalog
 
@@ -93,8 +93,7 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
         (staging / "request.md").write_text(request, encoding="utf-8")
         for lock in (".lock", ".run.lock"):  # the delivery's locks exist from the start:
             (staging / lock).touch()  # taking them later never changes the tree
-        write_text_atomic(staging / "index.json", state.model_dump_json(indent=2, by_alias=True)
-                          + "\n")
+        write_bytes_atomic(staging / "index.json", render(state))
         with store.lock(".index.lock", "phases/index.json"):
             if store.delivery_dir(delivery).exists():
                 raise WriteConflict(f"write conflict: phases/{delivery}/ appeared while creating "

@@ -150,12 +150,14 @@ def open_risks(state: Delivery) -> list:
     return list(state.risks)
 
 
-def delivery_status(state: Delivery) -> str:
-    """The delivery's status as a person must read it: its steps' status, except that every
-    step completed with a risk still open is `blocked` on that decision."""
-    if state.status == "completed" and open_risks(state):
+def delivery_status(state: Delivery, steps_status: str | None = None) -> str:
+    """The delivery's status as a person must read it: its steps' status (`steps_status`, else
+    the recorded one), except that every step completed with a risk still open is `blocked` on
+    that decision."""
+    status = steps_status or state.status
+    if status == "completed" and open_risks(state):
         return "blocked"
-    return state.status
+    return status
 
 
 def closed_gates(state: Delivery, step: Step) -> list[str]:
@@ -382,7 +384,8 @@ def render_index(entries: list) -> str:
 def state_problem(state: Delivery, delivery: str) -> str | None:
     """What the schema cannot see in a (possibly hand-edited) state file of `delivery`: it
     names its own delivery, has steps with unique names whose needs are earlier steps, and
-    every recorded file lies inside the delivery."""
+    every recorded file lies inside the delivery. Checked on every read and write of the state,
+    so a path is named only once it is found outside."""
     if state.phase != delivery:
         return f"phase: `{state.phase}` but the file is delivery `{delivery}`'s"
     if not state.steps:
@@ -399,15 +402,13 @@ def state_problem(state: Delivery, delivery: str) -> str | None:
                 return f"steps[{i}].needs: `{need}` is {known} of this delivery (needs name " \
                        "earlier steps)"
         seen[step.name] = i
-        refs = [(f"steps[{i}].{field}.{port}", ref) for field in ("handoff", "consumed")
-                for port, ref in getattr(step, field).items()]
-        refs += [(f"steps[{i}].revisions[{r}].{field}.{port}", ref)
-                 for r, rev in enumerate(step.revisions) for field in ("handoff", "consumed")
-                 for port, ref in getattr(rev, field).items()]
-        for field, ref in refs:
-            if not inside(ref.path, own):
-                return f"{field}.path: `{ref.path}` is outside the delivery (handoffs live " \
-                       f"under {own})"
+        for r, record in enumerate([step, *step.revisions]):
+            for field in ("handoff", "consumed"):
+                for port, ref in getattr(record, field).items():
+                    if not inside(ref.path, own):
+                        where = f"steps[{i}]" + (f".revisions[{r - 1}]" if r else "")
+                        return f"{where}.{field}.{port}.path: `{ref.path}` is outside the " \
+                               f"delivery (handoffs live under {own})"
     for i, risk in enumerate(state.risks):
         if not inside(risk.path, own):
             return f"risks[{i}].path: `{risk.path}` is outside the delivery (risks live under " \
@@ -421,4 +422,5 @@ def state_problem(state: Delivery, delivery: str) -> str | None:
 
 def inside(path: str, folder: str) -> bool:
     """Whether the relative POSIX `path` lies under `folder` with no `..`, `.` or empty part."""
-    return path.startswith(folder) and all(p not in ("", ".", "..") for p in path.split("/"))
+    parts = path.split("/")
+    return path.startswith(folder) and "" not in parts and "." not in parts and ".." not in parts

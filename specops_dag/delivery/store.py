@@ -5,6 +5,7 @@ transactions over `phases/`. Nothing here knows Dagster or how a step runs."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import re
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from pydantic import ValidationError
 
 from specops_dag.delivery.model import SCHEMA_VERSION, Delivery, Index, IndexEntry, M, derive_status
 from specops_dag.errors import StateError, UsageError
-from specops_dag.files import now_iso, write_json_atomic, write_text_atomic
+from specops_dag.files import now_iso, write_bytes_atomic, write_json_atomic
 from specops_dag.locking import held, lock_holder  # noqa: F401 — lock_holder: part of this API
 
 
@@ -33,14 +34,39 @@ SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abAB]")  # a `\ud800`-style half of a
 
 def read_model(path: Path, where: str, model: type[M]) -> M:
     """A state file parsed and validated, or a StateError naming the file, the field and the fix."""
+    return parse_model(read_capped(path, where), where, model)
+
+
+def read_capped(path: Path, where: str) -> bytes:
+    """A state file's bytes, refused past the size cap before anything is read."""
+    if path.stat().st_size > MAX_STATE_BYTES:
+        raise StateError(f"{where}: larger than {MAX_STATE_BYTES:,} bytes, more than any "
+                         "state specops writes; restore it from git")
+    return path.read_bytes()
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Parsing a state allocates thousands of objects and makes no reference cycle, so the cyclic
+    collector has nothing to free meanwhile; left on, it re-scans the half-built state many times
+    over (a third of the parse at 200 steps). Restored as it was, also on an error."""
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        if path.stat().st_size > MAX_STATE_BYTES:
-            raise StateError(f"{where}: larger than {MAX_STATE_BYTES:,} bytes, more than any "
-                             "state specops writes; restore it from git")
-        raw = path.read_bytes()
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def parse_model(raw: bytes, where: str, model: type[M]) -> M:
+    """The bytes of `where` parsed and validated, or a StateError naming the file, the field and
+    the fix."""
+    try:
         if not SURROGATE_ESCAPE.search(raw):  # the common case, parsed and checked in Rust
             try:
-                parsed = model.model_validate_json(raw)
+                with collector_paused():
+                    parsed = model.model_validate_json(raw)
                 if getattr(parsed, "schema_version", SCHEMA_VERSION) == SCHEMA_VERSION:
                     return parsed
             except (ValidationError, RecursionError):
@@ -87,6 +113,11 @@ class Store:
         self.root = Path(root)
         self.phases = self.root / "phases"
         self.lock_timeout_s = lock_timeout_s
+        # Per state file: the bytes this store last wrote there and the state parsed back from
+        # exactly those bytes (the check that what is written reads back as valid), not yet
+        # handed to anyone. The next read that finds those same bytes takes it instead of
+        # parsing them again — equal bytes parse to an equal state, whoever wrote them since.
+        self._written: dict[Path, tuple[bytes, Delivery]] = {}
 
     def delivery_dir(self, delivery: str) -> Path:
         return self.phases / delivery
@@ -98,12 +129,21 @@ class Store:
         return self.index_path(delivery).is_file()
 
     def read(self, delivery: str) -> Delivery:
+        return self._read(delivery)[0]
+
+    def _read(self, delivery: str) -> tuple[Delivery, bytes | None]:
+        """The state, and its bytes when they are exactly what `write` makes of it (the store's
+        own last write, found unchanged); None for a file written otherwise (by hand, say)."""
         path = self.index_path(delivery)
         where = f"phases/{delivery}/index.json"
         if not path.is_file():
             raise UsageError(f"unknown delivery `{delivery}`: {where} not found; list deliveries "
                              "with `specops status` or create one with `specops new`")
-        return check_delivery(read_model(path, where, Delivery), delivery, where)
+        raw = read_capped(path, where)
+        written = self._written.pop(path, None)  # atomic: one reader takes it, once
+        if written is not None and written[0] == raw:
+            return written[1], raw
+        return check_delivery(parse_model(raw, where, Delivery), delivery, where), None
 
     def read_index(self) -> Index:
         path = self.phases / "index.json"
@@ -126,25 +166,38 @@ class Store:
         if not self.exists(delivery):
             self.read(delivery)  # raises the "unknown delivery" error
         with self.lock(f"{delivery}/.lock", f"phases/{delivery}/index.json"):
-            state = self.read(delivery)
-            before = state.model_dump_json(by_alias=True)  # serialised in Rust: cheap at any size
+            state, before = self._read(delivery)
+            if before is None:  # serialised in Rust: cheap at any size
+                before = render(state)
             yield state
-            if state.model_dump_json(by_alias=True) != before:
-                self.write(state)
+            after = render(state)
+            if after != before:
+                self.write(state, after)
 
-    def write(self, state: Delivery) -> None:
+    def write(self, state: Delivery, text: bytes | None = None) -> None:
+        """Write `state` with its status derived and `updated_at` now. `text` is `render(state)`
+        as it is (the transaction's change check): written as it is when neither field moves,
+        as for most writes of one step (`updated_at` counts whole seconds)."""
         from specops_dag.delivery.queries import (  # standard library only, like this module's use
             delivery_status,
+            state_problem,
         )
 
-        state.status = derive_status(state.steps)
-        state.status = delivery_status(state)  # an open risk keeps a finished delivery blocked
-        state.updated_at = now_iso()
-        # What is written must read back as valid state; pydantic's own JSON (Rust) keeps the
-        # cost of a write small next to a step however many steps the delivery has.
-        text = state.model_dump_json(indent=2, by_alias=True)
-        Delivery.model_validate_json(text)
-        write_text_atomic(self.index_path(state.phase), text + "\n")
+        status = delivery_status(state, derive_status(state.steps))  # an open risk: blocked
+        stamp = now_iso()
+        if text is None or (status, stamp) != (state.status, state.updated_at):
+            state.status, state.updated_at = status, stamp
+            text = render(state)
+        path = self.index_path(state.phase)
+        # What is written must read back as valid state: it is parsed back here (pydantic's
+        # Rust JSON, the collector paused), and that parse serves the next read of these bytes.
+        with collector_paused():
+            back = Delivery.model_validate_json(text)
+        self._written.pop(path, None)
+        write_bytes_atomic(path, text)
+        # kept only as a read would accept it; else the next read parses and says what is wrong
+        if back.schema_version == SCHEMA_VERSION and state_problem(back, state.phase) is None:
+            self._written[path] = (text, back)
         self.update_index(state)
 
     def update_index(self, state: Delivery) -> None:
@@ -155,3 +208,8 @@ class Store:
             rest = [e for e in index.deliveries if e.id != state.phase]
             index.deliveries = sorted(rest + [entry], key=lambda e: e.id)
             write_json_atomic(self.phases / "index.json", index.model_dump())
+
+
+def render(state: Delivery) -> bytes:
+    """The bytes of a state file: pydantic's own JSON, indented, with a final newline."""
+    return state.__pydantic_serializer__.to_json(state, indent=2, by_alias=True) + b"\n"

@@ -443,3 +443,65 @@ def test_a_validation_records_baseline_has_exactly_the_fields_the_regressions_ju
         {"failed_tests": ["T.a", "T.b"], "skipped_tests": ["T.c"], "executed": 2}])
     assert list(BaselineRecord.model_fields) == list(comparison)
     assert BaselineRecord.model_validate(comparison).model_dump() == comparison
+
+
+def test_a_state_the_store_wrote_reads_back_equal_to_a_fresh_parse_of_its_file(
+        diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    with store.transaction("d1") as state:
+        state.log("a change to write")
+    again = store.read("d1")
+    assert again == Store(diamond_root).read("d1")
+    assert again.history[-1].event == "a change to write"
+
+
+def test_a_state_changed_by_another_writer_after_the_stores_own_write_is_read_anew(
+        diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    with store.transaction("d1") as state:
+        state.log("written here")
+    with Store(diamond_root).transaction("d1") as state:
+        state.log("written by another process")
+    assert [e.event for e in store.read("d1").history][-2:] == [
+        "written here", "written by another process"]
+    with store.transaction("d1") as state:
+        state.log("written here again")
+    path = store.index_path("d1")
+    data = json.loads(path.read_text())
+    data["steps"].append({**data["steps"][1], "step": 4})
+    path.write_text(json.dumps(data, indent=2))
+    with pytest.raises(StateError) as info:
+        store.read("d1")
+    assert info.value.message == ("phases/d1/index.json: steps[4].name: `b` is also steps[1]; "
+                                  "step names are unique; fix the file or restore it from git")
+
+
+def test_a_change_that_would_not_read_back_as_valid_state_is_not_written(
+        diamond_root: Path) -> None:
+    from pydantic import ValidationError
+
+    store = make_delivery(diamond_root)
+    before = store.index_path("d1").read_bytes()
+    with pytest.raises(ValidationError, match="steps.0.status"), \
+            store.transaction("d1") as state:
+        state.get_step("a").status = "finished"  # type: ignore[assignment]
+    assert store.index_path("d1").read_bytes() == before
+    assert store.read("d1").get_step("a").status == "pending"
+
+
+@pytest.mark.parametrize("second", ["00", "01"], ids=["same second", "a later second"])
+def test_a_write_stamps_updated_at_and_the_derived_status_whether_or_not_they_moved(
+        diamond_root: Path, monkeypatch: pytest.MonkeyPatch, second: str) -> None:
+    from specops_dag.delivery import store as state_store
+
+    store = make_delivery(diamond_root)
+    monkeypatch.setattr(state_store, "now_iso", lambda: "2030-01-01T00:00:00Z")
+    with store.transaction("d1") as state:
+        state.log("first")
+    monkeypatch.setattr(state_store, "now_iso", lambda: f"2030-01-01T00:00:{second}Z")
+    with store.transaction("d1") as state:
+        state.move(state.get_step("a"), "running", "run")
+    text = store.index_path("d1").read_bytes()
+    fresh = Store(diamond_root).read("d1")
+    assert (fresh.updated_at, fresh.status) == (f"2030-01-01T00:00:{second}Z", "running")
+    assert text == (fresh.model_dump_json(indent=2, by_alias=True) + "\n").encode()
