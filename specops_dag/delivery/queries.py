@@ -140,6 +140,12 @@ def gate_open(state: Delivery, gate: str) -> bool:
     return not raised or decisions[-1].at >= max(raised)
 
 
+def accepted_risks(state: Delivery) -> list:
+    """The risks a standing approval of the `risk` gate covers: those `open_risks` leaves out."""
+    still_open = open_risks(state)
+    return [r for r in state.risks if r not in still_open]
+
+
 def open_risks(state: Delivery) -> list:
     """The risks no standing approval of the `risk` gate covers: those raised after its latest
     decision when that is an approval, every risk when it is a rejection or there is none. By

@@ -60,7 +60,7 @@ from specops_dag.delivery.model import (
     Usage,
 )
 from specops_dag.delivery.pricing import load_prices
-from specops_dag.delivery.queries import agent_path
+from specops_dag.delivery.queries import accepted_risks, agent_path
 from specops_dag.delivery.store import Store
 from specops_dag.errors import ToolMissing
 from specops_dag.files import now_iso, redact, sha256_file, write_json_atomic
@@ -765,9 +765,6 @@ def approved_risk_texts(store: Store, state: Delivery) -> list[str]:
     decisions = [a for a in state.approvals if a.gate == "risk"]
     if not decisions or decisions[-1].decision != "approved":
         return []
-    texts = [decisions[-1].note]
-    for risk in state.risks:
-        path = store.root / risk.path
-        if risk.raised_at <= decisions[-1].at and path.is_file():
-            texts.append(path.read_text(encoding="utf-8", errors="replace"))
-    return texts
+    return [decisions[-1].note] + [
+        (store.root / r.path).read_text(encoding="utf-8", errors="replace")
+        for r in accepted_risks(state) if (store.root / r.path).is_file()]

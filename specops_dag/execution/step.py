@@ -30,6 +30,7 @@ from specops_dag.delivery.model import (
     ValidationRecord,
 )
 from specops_dag.delivery.queries import (
+    accepted_risks,
     closed_gates,
     delivery_tokens,
     is_git_target,
@@ -469,9 +470,7 @@ def upstream_handoffs(state: Delivery, step: Step) -> dict[str, FileRef]:
 def already_decided(state: Delivery, path: str) -> bool:
     """This risk file was raised before and a standing approval of the `risk` gate covers it
     (the guard's waiver it gave): completing does not raise it again."""
-    decisions = [a for a in state.approvals if a.gate == "risk"]
-    return bool(decisions) and decisions[-1].decision == "approved" and any(
-        r.path == path and r.raised_at <= decisions[-1].at for r in state.risks)
+    return any(r.path == path for r in accepted_risks(state))
 
 
 def reason_of(result: AttemptResult) -> str:
