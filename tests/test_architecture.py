@@ -77,6 +77,31 @@ def test_status_and_dry_run_run_without_importing_dagster(tmp_path, args) -> Non
     assert printed(code, tmp_path, str(root), *args).splitlines()[-1] == "False"
 
 
+def test_the_console_script_raises_the_collectors_first_threshold_and_freezes_the_heap_at_exit(
+        tmp_path) -> None:
+    # `specops` runs as its console script does; an atexit hook (run after `main` has returned
+    # through `sys.exit`) reports how it left the collector.
+    code = ("import atexit, gc, sys\n"
+            "atexit.register(lambda: print(gc.get_threshold(), gc.isenabled(), "
+            "gc.get_freeze_count() > 10_000))\n"
+            "sys.argv = ['specops', '--root', sys.argv[1], 'status']\n"
+            "from specops_dag.cli import main\nmain()")
+    assert printed(code, tmp_path, str(tmp_path)).splitlines()[-1] == "(50000, 20, 20) True True"
+
+
+def test_status_without_a_prices_file_prices_the_delivery_without_yaml_or_the_workflow_models(
+        tmp_path) -> None:
+    from .support.agents import agentic_root, new
+
+    root = agentic_root(tmp_path)
+    new(root)
+    code = ("import sys; from specops_dag.cli.commands import main\n"
+            "try:\n    main(['--root', sys.argv[1], 'status', 'd1'])\n"
+            "except SystemExit as e:\n    assert e.code in (0, None), e.code\n"
+            "print(sorted(m for m in ('yaml', 'specops_dag.workflow.model') if m in sys.modules))")
+    assert printed(code, tmp_path, str(root)).splitlines()[-1] == "[]"
+
+
 def test_no_module_is_named_utils_helpers_or_common() -> None:
     names = {p.stem for p in (REPO / "specops_dag").glob("*.py")}
     assert not names & {"utils", "helpers", "common"}

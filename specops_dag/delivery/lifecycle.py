@@ -37,7 +37,7 @@ from specops_dag.delivery.store import Store, render
 from specops_dag.errors import BlockedError, StateError, UsageError, WriteConflict
 from specops_dag.files import now_iso, sha256_file, write_bytes_atomic
 from specops_dag.graph import topological_order
-from specops_dag.workflow.catalog import Catalog, load_catalog
+from specops_dag.workflow.catalog import Catalog, load_snapshot
 
 SNAPSHOT_DIR = "snapshot"
 
@@ -172,9 +172,10 @@ def initial_state(store: Store, catalog: Catalog, workflow_id: str, delivery: st
 
 
 def snapshot_catalog(store: Store, state: Delivery) -> Catalog:
-    """The definitions frozen at creation: later runs use these, never the current defaults."""
+    """The definitions frozen at creation: later runs use these, never the current defaults.
+    Each phase is read when it is first looked up (`load_snapshot`)."""
     root = store.delivery_dir(state.phase) / SNAPSHOT_DIR
-    return load_catalog([root], display_base=store.root)
+    return load_snapshot(root, display_base=store.root)
 
 
 def target_path(store: Store, state: Delivery) -> Path:

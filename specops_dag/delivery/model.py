@@ -33,7 +33,7 @@ TRANSITIONS: dict[tuple[str, str], frozenset[str]] = {
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 M = TypeVar("M", bound=Model)
@@ -51,7 +51,7 @@ class SnapshotFile(Model):
     sha256: str
     copy_path: str = Field(alias="copy")
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 class BoundSkill(Model):

@@ -15,6 +15,7 @@ run without a named model (codex's own default):
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,14 +23,11 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Protocol
 
-import yaml
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from specops_dag.delivery.queries import usd_text  # noqa: F401 — money as status shows it
 from specops_dag.errors import DefinitionError
-from specops_dag.workflow import yamlfile
 from specops_dag.workflow.messages import format_error, yaml_kind
-from specops_dag.workflow.model import Strict
 
 if TYPE_CHECKING:
     from specops_dag.delivery.model import Delivery, ReviewRecord, Step, TaskRecord
@@ -40,6 +38,13 @@ MICRO = 6  # money is kept to the micro-dollar, per session and in every sum
 DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 UsdPerMillion = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
+
+
+class Strict(BaseModel):
+    """Like `workflow.model.Strict` (prices.yaml is a definition file), without importing the
+    workflow models: `specops status` prices a delivery without them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Price(Strict):
@@ -114,9 +119,14 @@ def load_prices(root: Path, base: PriceTable = DEFAULT_PRICES) -> PriceTable:
 
 
 def read_prices(path: Path) -> dict:
-    """The file's mapping, read within `yamlfile`'s caps; dates stay text for `as_of`'s check."""
+    """The file's mapping, read within `yamlfile`'s caps; dates stay text for `as_of`'s check.
+    YAML is imported here: a harness root without prices.yaml never needs it."""
+    import yaml
+
+    from specops_dag.workflow import yamlfile
+
     try:
-        data = yamlfile.safe_load(yamlfile.read_text(path), _TextDates)
+        data = yamlfile.safe_load(yamlfile.read_text(path), text_dates_loader())
     except (yamlfile.LimitError, RecursionError) as err:
         limit = err if isinstance(err, yamlfile.LimitError) else yamlfile.TooDeep()
         raise DefinitionError([f"{PRICES_FILE}: (file): {limit}"]) from None
@@ -151,14 +161,19 @@ def with_fix(problem: str) -> str:
     return problem if "; " in problem else f"{problem}; write USD per 1M tokens, 0 or more"
 
 
-class _TextDates(yaml.SafeLoader):
-    """YAML without its implicit timestamps: `as_of: 2026-13-01` is text the model names the
-    field of, not a `ValueError` from PyYAML's date constructor."""
+@functools.cache
+def text_dates_loader() -> type:
+    """PyYAML's safe loader without its implicit timestamps: `as_of: 2026-13-01` is text the
+    model names the field of, not a `ValueError` from PyYAML's date constructor."""
+    import yaml
 
+    class TextDates(yaml.SafeLoader):
+        pass
 
-_TextDates.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    TextDates.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    return TextDates
 
 
 class TokenCounts(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -54,7 +54,7 @@ class SourceFile:
 @dataclass(frozen=True)
 class Catalog:
     workflows: dict[str, Workflow]
-    phases: dict[str, Phase]
+    phases: Mapping[str, Phase]  # a dict, or a snapshot's `SnapshotPhases` read as asked
     graph: SkillGraph
     sources: dict[tuple[str, str], SourceFile] = field(default_factory=dict)
     validation: ValidationConfig = ValidationConfig()  # the harness root's validation.yaml
@@ -122,6 +122,69 @@ def load_catalog(roots: Iterable[Path], display_base: Path | None = None) -> Cat
                    loader.validation)
 
 
+def load_snapshot(root: Path, display_base: Path | None = None) -> Catalog:
+    """A delivery's frozen snapshot folder, read as far as it is used: its workflow,
+    validation.yaml and skill graph now, each phase (with that phase's own rules) the first time
+    it is asked for. The snapshot was checked whole when it was frozen, and the code location a
+    run executes loads it whole again (`load_catalog`); a step, a hook or a dry-run reads only
+    the phases it names, so its cost does not grow with the workflow. Raises `DefinitionError`
+    here for the eager files, from `catalog.phases[...]` for a phase."""
+    loader = _Loader(display_base)
+    for path in sorted((root / "workflows").glob("*.y*ml")):
+        loader.load_definition(root, f"workflows/{path.name}", "workflow", Workflow)
+    if (root / VALIDATION_FILE).is_file():
+        loader.load_validation(root)
+    loader.load_graph(root)
+    if loader.problems:
+        raise DefinitionError(loader.problems)
+    return Catalog(loader.workflows, SnapshotPhases(loader, root), SkillGraph(edges=loader.edges),
+                   loader.sources, loader.validation)
+
+
+class SnapshotPhases(Mapping[str, Phase]):
+    """The phases of a snapshot folder by id, each read and checked on its first lookup; a
+    phase whose file is broken raises `DefinitionError` with its problems at every lookup."""
+
+    def __init__(self, loader: _Loader, root: Path) -> None:
+        self._loader, self._root = loader, root
+        self._files = {p.stem: p.name for p in sorted((root / "phases").glob("*.y*ml"))}
+        self._checks = Checks(loader.problems, loader.display, loader.workflows, self,
+                              loader.sources, loader.edges, loader.edge_files)
+
+    def __getitem__(self, phase_id: str) -> Phase:
+        loaded = self._loader.phases
+        if phase_id not in loaded:
+            if phase_id not in self._files:
+                raise KeyError(phase_id)
+            self._load(phase_id)
+        return loaded[phase_id]
+
+    def _load(self, phase_id: str) -> None:
+        loader = self._loader
+        try:
+            loader.load_definition(self._root, f"phases/{self._files[phase_id]}", "phase", Phase)
+            if phase_id in loader.phases:  # a contract's evaluator is looked up (read) from here
+                self._checks.check_phase(loader.sources[("phase", phase_id)],
+                                         loader.phases[phase_id])
+        except DefinitionError:
+            loader.phases.pop(phase_id, None)
+            raise
+        if loader.problems:
+            problems = list(loader.problems)
+            loader.problems.clear()
+            loader.phases.pop(phase_id, None)
+            raise DefinitionError(problems)
+
+    def __contains__(self, phase_id: object) -> bool:
+        return phase_id in self._files
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+
 def load_layout(harness_root: Path) -> ValidationConfig:
     """Only `workflow_defs/validation.yaml` of a harness root (for `specops validate`); the
     default layout when there is none. Raises `DefinitionError` with its problems."""
@@ -179,6 +242,9 @@ class _Loader:
                 self.load_definition(root, f"{folder}/{path.name}", kind, model)
         if (root / VALIDATION_FILE).is_file():
             self.load_validation(root)
+        self.load_graph(root)
+
+    def load_graph(self, root: Path) -> None:
         graph = root / "skills" / "graph.yaml"
         if graph.is_file():
             rel = "skills/graph.yaml"

@@ -21,7 +21,7 @@ GATE_NAMES: tuple[str, ...] = GateName.__args__  # type: ignore[attr-defined]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Contract(Strict):
@@ -280,7 +280,7 @@ class Phase(Strict):
 
 
 class SkillEdge(Strict):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
     source: Ident = Field(alias="from")
     to: Ident

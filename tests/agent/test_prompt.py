@@ -187,6 +187,25 @@ def test_dry_run_prints_each_path_with_its_chars_and_changes_nothing(tmp_path: P
     assert parts[2]["chars"] == len("# Architecture\n")
 
 
+def test_dry_run_reads_only_its_steps_phase_so_a_broken_later_phase_fails_only_its_own_dry_run(
+        tmp_path: Path) -> None:
+    root = agentic_root(tmp_path)
+    new(root)
+    broken = root / "phases/d1/snapshot/phases/c-review.yaml"
+    broken.write_text("kind: phase\nid: c-review\n")
+    before = tree_state(root)
+    first = specops_at(root, "dry-run", "d1")
+    later = specops_at(root, "dry-run", "d1", "review")
+    assert tree_state(root) == before
+    assert first.returncode == 0
+    assert first.stdout.splitlines()[0] == ("dry-run of d1 / write (step 0, phase c-write): "
+                                            "nothing is changed")
+    assert later.returncode == 2
+    assert later.stderr == ("phases/d1/snapshot/phases/c-review.yaml: execution: missing "
+                            "required key `execution`; add it\n"
+                            "error: 1 problem(s) in the definitions; nothing was changed\n")
+
+
 def test_dry_run_with_push_is_a_usage_error(tmp_path: Path) -> None:
     root = agentic_root(tmp_path)
     new(root)

@@ -15,7 +15,7 @@ from specops_dag.delivery import lifecycle as ops
 from specops_dag.delivery import queries as reading
 from specops_dag.delivery.model import Delivery
 from specops_dag.delivery.store import Store
-from specops_dag.errors import StateError, UsageError, WriteConflict
+from specops_dag.errors import DefinitionError, StateError, UsageError, WriteConflict
 from specops_dag.files import now_iso
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
@@ -67,6 +67,26 @@ def test_the_snapshot_is_used_after_the_definitions_change(diamond_root: Path) -
     assert ops.snapshot_catalog(store, state).phases["p-a"].execution.goal == "Run p-a."
     assert reading.drift(store.root, state) == [
         "workflow_defs/phases/p-a.yaml: changed since the snapshot (the delivery keeps its copy)"]
+
+
+def test_a_snapshot_reads_each_phase_when_it_is_first_looked_up_and_a_broken_one_fails_only_its_own_lookup(
+        diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    state = store.read("d1")
+    broken = store.delivery_dir("d1") / "snapshot/phases/p-b.yaml"
+    broken.write_text("kind: phase\nid: p-b\nexecution: [unclosed\n")
+    catalog = ops.snapshot_catalog(store, state)
+    assert catalog.phases["p-a"].execution.goal == "Run p-a."
+    assert "p-b" in catalog.phases and "p-z" not in catalog.phases
+    assert sorted(catalog.phases) == ["p-a", "p-b", "p-c", "p-d"]
+    for _ in range(2):  # the lookup fails each time, naming the file and the fix
+        with pytest.raises(DefinitionError) as err:
+            catalog.phases["p-b"]
+        assert err.value.problems == [
+            "phases/d1/snapshot/phases/p-b.yaml: invalid YAML at line 4, column 1: expected ',' "
+            "or ']', but got '<stream end>'; fix the syntax"]
+    with pytest.raises(KeyError):
+        catalog.phases["p-z"]
 
 
 @pytest.mark.parametrize(("start", "to", "via"), [
