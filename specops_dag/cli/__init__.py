@@ -1,15 +1,14 @@
 """The `specops` console script and its click commands: parsing, printing and exit codes over
 the domain packages, nothing decided here.
 
-How a command stays quick, stated here once: lazy imports. Each command imports what it needs
-inside its function: `specops hook …` runs on every agent tool call, so it is dispatched before
-click is imported; pydantic and YAML come with the commands that read state or definitions; the
-Dagster adapter only with the commands that need an instance. Beside that, the process tunes
-CPython's cyclic garbage collector as mypy does: importing pydantic builds hundreds of thousands
-of long-lived objects, and the default thresholds walk them again and again, then once more at
-interpreter exit — a third of a short command's time. A higher first threshold keeps collection
-on (long runs still collect) and `gc.freeze()` before exit skips the final walk; no behaviour
-changes."""
+A command stays quick by lazy imports (the one speed strategy, see `pyproject.toml`): `specops
+hook …` runs on every agent tool call, so it is dispatched before click is imported; pydantic and
+YAML come with the commands that read state or definitions, the Dagster adapter only with the
+commands that need an instance. Beside that, this entry point tunes CPython's cyclic garbage
+collector as mypy does: importing pydantic makes hundreds of thousands of long-lived objects,
+and the default thresholds walk them again and again, then once more at interpreter exit — a
+third of a short command's time. A higher first threshold keeps collection on (a long `specops
+run` still collects) and `gc.freeze()` before exit skips the final walk; no behaviour changes."""
 
 from __future__ import annotations
 

@@ -224,7 +224,7 @@ def sum_cost(usages: Iterable[TokenCounts], table: PriceTable,
     costs = [cost_usd(u, table, model) for u in usages]
     if None in costs:
         return None
-    return round(sum(c for c in costs if c is not None), MICRO)
+    return round(float(sum(c for c in costs if c is not None)), MICRO)  # 0.0, never int 0
 
 
 def attempt_cost(step: Step, attempt: int, table: PriceTable, model: str | None,

@@ -47,6 +47,24 @@ def test_a_failing_node_gets_three_attempts_and_an_unrelated_branch_still_comple
                                              "STEP_UP_FOR_RETRY", "STEP_RESTARTED"]
 
 
+@pytest.mark.e2e
+def test_a_node_without_agent_sessions_materializes_on_its_first_dagster_attempt_priced_at_zero(
+        diamond_root: Path, clean_env: dict[str, str]) -> None:
+    # No session priced is $0.0: a float, as Dagster's float metadata requires (an int 0 failed
+    # every command node's materialization once and Dagster retried it).
+    assert specops(clean_env, diamond_root, "new", "diamond", "d1", "--request", "Go.").returncode == 0
+    assert job_execute(clean_env, diamond_root, "diamond_job", "d1").returncode == 0
+    with dg.DagsterInstance.get() as instance:
+        run_id = instance.get_runs(limit=1)[0].run_id
+        retries = instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_UP_FOR_RETRY)
+        assert [e.step_key for e in retries] == []
+        event = instance.get_latest_materialization_event(dg.AssetKey(["diamond", "a"]))
+        meta = event.asset_materialization.metadata
+        assert {k: meta[k].value for k in ("usd_attempt", "usd_node", "usd_delivery")} == {
+            "usd_attempt": 0.0, "usd_node": 0.0, "usd_delivery": 0.0}
+        assert meta["reused"].value is False
+
+
 def test_a_fan_out_runs_no_more_sessions_at_once_than_the_codex_pool_allows() -> None:
     from specops_dag.dagster_adapter.assets import codex_pool_limit
 
