@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -147,6 +148,7 @@ class SnapshotPhases(Mapping[str, Phase]):
 
     def __init__(self, loader: _Loader, root: Path) -> None:
         self._loader, self._root = loader, root
+        self._lock = threading.RLock()  # a fan-out's task threads look phases up too
         self._files = {p.stem: p.name for p in sorted((root / "phases").glob("*.y*ml"))}
         self._checks = Checks(loader.problems, loader.display, loader.workflows, self,
                               loader.sources, loader.edges, loader.edge_files)
@@ -156,7 +158,9 @@ class SnapshotPhases(Mapping[str, Phase]):
         if phase_id not in loaded:
             if phase_id not in self._files:
                 raise KeyError(phase_id)
-            self._load(phase_id)
+            with self._lock:
+                if phase_id not in loaded:
+                    self._load(phase_id)
         return loaded[phase_id]
 
     def _load(self, phase_id: str) -> None:

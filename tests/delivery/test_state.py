@@ -89,6 +89,25 @@ def test_a_snapshot_reads_each_phase_when_it_is_first_looked_up_and_a_broken_one
         catalog.phases["p-z"]
 
 
+def test_threads_looking_up_one_snapshot_phase_at_once_all_get_it_read_once(
+        diamond_root: Path) -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = make_delivery(diamond_root)
+    catalog = ops.snapshot_catalog(store, store.read("d1"))
+    start = threading.Barrier(8)
+
+    def look_up(_: int) -> object:
+        start.wait()
+        return catalog.phases["p-d"]
+
+    with ThreadPoolExecutor(8) as pool:
+        phases = list(pool.map(look_up, range(8)))
+    assert len({id(p) for p in phases}) == 1
+    assert phases[0].execution.goal == "Run p-d."
+
+
 @pytest.mark.parametrize(("start", "to", "via"), [
     ("pending", "completed", "run"), ("completed", "pending", "resume"),
     ("error", "running", "run"), ("completed", "running", "run"), ("blocked", "completed", "run"),
