@@ -2,8 +2,8 @@
 `phases/<delivery>/index.json` as pydantic models — and the allowed step transitions. No file IO:
 `store` reads and writes them; nothing here knows Dagster or how a step runs."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: pydantic would evaluate every field's string
+# annotation as it builds each class, a quarter of this module's import (status, dry-run).
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer

@@ -5,8 +5,8 @@ Only shapes and single-file rules live here; rules that need several files (unkn
 cycles, contracts, skill files on disk) are checked by `checks`. No I/O, no dagster.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: pydantic would evaluate every field's string
+# annotation as it builds each class, a quarter of this module's import (status, dry-run).
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -36,7 +36,7 @@ class InputRef(Strict):
     output: Ident | None = None
 
     @model_validator(mode="after")
-    def _one_source(self) -> InputRef:
+    def _one_source(self) -> "InputRef":
         if self.input is not None and (self.node is not None or self.output is not None):
             raise ValueError("give either `input`, or `node` and `output`, not both")
         if self.input is None and (self.node is None or self.output is None):
@@ -99,7 +99,7 @@ class Executor(Strict):
     timeout_s: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
-    def _argv_only_for_commands(self) -> Executor:
+    def _argv_only_for_commands(self) -> "Executor":
         if self.kind == "command" and not self.argv:
             raise ValueError("a command executor needs `argv`: a non-empty list of strings")
         if self.kind != "command" and self.argv is not None:
