@@ -24,8 +24,6 @@ from typing import Annotated, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
     Tag,
@@ -35,13 +33,10 @@ from pydantic import (
 )
 
 from specops_dag.errors import UsageError
+from specops_dag.workflow.strict import Strict
 
 ROUTE = re.compile(r"^/d/(?P<delivery>[^/]+)/(?P<node>[^/]+)/v1/responses$")
 HANG_S = 3600.0
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Usage(Strict):

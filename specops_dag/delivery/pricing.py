@@ -23,11 +23,12 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from specops_dag.delivery.queries import usd_text  # noqa: F401 — money as status shows it
 from specops_dag.errors import DefinitionError
 from specops_dag.workflow.messages import format_error, yaml_kind
+from specops_dag.workflow.strict import Strict
 
 if TYPE_CHECKING:
     from specops_dag.delivery.model import Delivery, ReviewRecord, Step, TaskRecord
@@ -38,13 +39,6 @@ MICRO = 6  # money is kept to the micro-dollar, per session and in every sum
 DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 UsdPerMillion = Annotated[float, Field(ge=0, strict=True, allow_inf_nan=False)]
-
-
-class Strict(BaseModel):
-    """Like `workflow.model.Strict` (prices.yaml is a definition file), without importing the
-    workflow models: `specops status` prices a delivery without them."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Price(Strict):

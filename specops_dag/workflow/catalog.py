@@ -131,11 +131,7 @@ def load_snapshot(root: Path, display_base: Path | None = None) -> Catalog:
     the phases it names, so its cost does not grow with the workflow. Raises `DefinitionError`
     here for the eager files, from `catalog.phases[...]` for a phase."""
     loader = _Loader(display_base)
-    for path in sorted((root / "workflows").glob("*.y*ml")):
-        loader.load_definition(root, f"workflows/{path.name}", "workflow", Workflow)
-    if (root / VALIDATION_FILE).is_file():
-        loader.load_validation(root)
-    loader.load_graph(root)
+    loader.load_root(root, phases=False)
     if loader.problems:
         raise DefinitionError(loader.problems)
     return Catalog(loader.workflows, SnapshotPhases(loader, root), SkillGraph(edges=loader.edges),
@@ -239,16 +235,15 @@ class _Loader:
             return str(full.relative_to(self.display_base))
         return str(full)
 
-    def load_root(self, root: Path) -> None:
-        kinds = (("workflow", "workflows", Workflow), ("phase", "phases", Phase))
+    def load_root(self, root: Path, phases: bool = True) -> None:
+        """Every definition under `root`; without `phases`, all but the phase files."""
+        kinds = [("workflow", "workflows", Workflow)] + ([("phase", "phases", Phase)] if phases
+                                                         else [])
         for kind, folder, model in kinds:
             for path in sorted((root / folder).glob("*.y*ml")):
                 self.load_definition(root, f"{folder}/{path.name}", kind, model)
         if (root / VALIDATION_FILE).is_file():
             self.load_validation(root)
-        self.load_graph(root)
-
-    def load_graph(self, root: Path) -> None:
         graph = root / "skills" / "graph.yaml"
         if graph.is_file():
             rel = "skills/graph.yaml"

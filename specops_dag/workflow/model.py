@@ -9,7 +9,9 @@ cycles, contracts, skill files on disk) are checked by `checks`. No I/O, no dags
 # annotation as it builds each class, a quarter of this module's import (status, dry-run).
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from specops_dag.workflow.strict import Strict
 
 ID_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 # Agent calls per step (seed 001 §6): the step budget, the evaluator's rounds cap and the
@@ -18,10 +20,6 @@ MAX_ATTEMPTS = 3
 Ident = Annotated[str, Field(pattern=ID_PATTERN)]
 GateName = Literal["scope", "requirements", "design", "target-write", "risk", "external-write"]
 GATE_NAMES: tuple[str, ...] = GateName.__args__  # type: ignore[attr-defined]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Contract(Strict):
