@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,6 +107,14 @@ def check_delivery(state: Delivery, delivery: str, where: str) -> Delivery:
     return state
 
 
+# Per state file (its real path): the bytes a store of this process last wrote there and the
+# state parsed back from exactly those bytes (the check that what is written reads back as
+# valid), not yet handed to anyone. The next read that finds those same bytes, through any
+# `Store` of this process (a Dagster run makes one per step), takes it instead of parsing them
+# again — equal bytes parse to an equal state, whoever wrote them since.
+WRITTEN: dict[str, tuple[bytes, Delivery]] = {}
+
+
 class Store:
     """The `phases/` folder of one harness root. Every write goes through `transaction`."""
 
@@ -113,11 +122,6 @@ class Store:
         self.root = Path(root)
         self.phases = self.root / "phases"
         self.lock_timeout_s = lock_timeout_s
-        # Per state file: the bytes this store last wrote there and the state parsed back from
-        # exactly those bytes (the check that what is written reads back as valid), not yet
-        # handed to anyone. The next read that finds those same bytes takes it instead of
-        # parsing them again — equal bytes parse to an equal state, whoever wrote them since.
-        self._written: dict[Path, tuple[bytes, Delivery]] = {}
 
     def delivery_dir(self, delivery: str) -> Path:
         return self.phases / delivery
@@ -140,7 +144,7 @@ class Store:
             raise UsageError(f"unknown delivery `{delivery}`: {where} not found; list deliveries "
                              "with `specops status` or create one with `specops new`")
         raw = read_capped(path, where)
-        written = self._written.pop(path, None)  # atomic: one reader takes it, once
+        written = WRITTEN.pop(os.path.realpath(path), None)  # atomic: one reader takes it, once
         if written is not None and written[0] == raw:
             return written[1], raw
         return check_delivery(parse_model(raw, where, Delivery), delivery, where), None
@@ -187,17 +191,18 @@ class Store:
         stamp = now_iso()
         if text is None or (status, stamp) != (state.status, state.updated_at):
             state.status, state.updated_at = status, stamp
-            text = render(state)
+            text = (text is not None and restamped(text, status, stamp)) or render(state)
         path = self.index_path(state.phase)
+        key = os.path.realpath(path)
         # What is written must read back as valid state: it is parsed back here (pydantic's
         # Rust JSON, the collector paused), and that parse serves the next read of these bytes.
         with collector_paused():
             back = Delivery.model_validate_json(text)
-        self._written.pop(path, None)
+        WRITTEN.pop(key, None)
         write_bytes_atomic(path, text)
         # kept only as a read would accept it; else the next read parses and says what is wrong
         if back.schema_version == SCHEMA_VERSION and state_problem(back, state.phase) is None:
-            self._written[path] = (text, back)
+            WRITTEN[key] = (text, back)
         self.update_index(state)
 
     def update_index(self, state: Delivery) -> None:
@@ -208,6 +213,29 @@ class Store:
             rest = [e for e in index.deliveries if e.id != state.phase]
             index.deliveries = sorted(rest + [entry], key=lambda e: e.id)
             write_json_atomic(self.phases / "index.json", index.model_dump())
+
+
+TOP_LEVEL = {key: b'\n  "' + key.encode() + b'": ' for key in ("status", "updated_at")}
+
+
+def restamped(text: bytes, status: str, updated_at: str) -> bytes | None:
+    """`render(state)` once only its top-level `status` and `updated_at` moved, made from `text`
+    (its render before they did) without serialising the whole state again; None when `text`
+    is not laid out as `render` lays it out. A top-level key is the only one indented by two
+    spaces, and no JSON string holds a raw newline, so each key's line is found exactly."""
+    for key, value in (("status", status), ("updated_at", updated_at)):
+        mark = TOP_LEVEL[key]
+        start = text.find(mark)
+        if start < 0 or not value.isascii() or text.find(mark, start + 1) >= 0:
+            return None
+        begin = start + len(mark)
+        end = text.find(b"\n", begin)
+        if end < 0:
+            return None
+        if text[end - 1:end] == b",":
+            end -= 1
+        text = text[:begin] + json.dumps(value).encode() + text[end:]
+    return text
 
 
 def render(state: Delivery) -> bytes:

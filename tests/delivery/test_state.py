@@ -544,3 +544,36 @@ def test_a_write_stamps_updated_at_and_the_derived_status_whether_or_not_they_mo
     fresh = Store(diamond_root).read("d1")
     assert (fresh.updated_at, fresh.status) == (f"2030-01-01T00:00:{second}Z", "running")
     assert text == (fresh.model_dump_json(indent=2, by_alias=True) + "\n").encode()
+
+
+def test_a_state_restamped_in_place_is_byte_identical_to_its_full_render_and_steps_keep_theirs(
+        diamond_root: Path) -> None:
+    from specops_dag.delivery.store import render, restamped
+
+    state = make_delivery(diamond_root).read("d1")
+    state.move(state.get_step("a"), "running", "run")
+    before = render(state)
+    state.status, state.updated_at = "running", "2031-02-03T04:05:06Z"
+    after = restamped(before, "running", "2031-02-03T04:05:06Z")
+    assert after == render(state)
+    assert [s.status for s in Delivery.model_validate_json(after).steps] == [
+        "running", "pending", "pending", "pending"]
+    assert restamped(before.replace(b'\n  "status": ', b'\n"status": '), "done", "x") is None
+    assert restamped(before, "bloqu\u00e9", "x") is None
+
+
+def test_a_state_written_through_one_store_is_read_through_another_without_parsing_it_again(
+        diamond_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specops_dag.delivery import store as state_store
+
+    with make_delivery(diamond_root).transaction("d1") as state:
+        state.log("written by the first store")
+    parsed: list[str] = []
+    real = state_store.parse_model
+    monkeypatch.setattr(state_store, "parse_model",
+                        lambda raw, where, model: parsed.append(where) or real(raw, where, model))
+    other = Store(diamond_root.parent / diamond_root.name)
+    assert other.read("d1").history[-1].event == "written by the first store"
+    assert parsed == []
+    assert other.read("d1").history[-1].event == "written by the first store"
+    assert parsed == ["phases/d1/index.json"]  # taken once: the second read parses
