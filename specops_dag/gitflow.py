@@ -321,12 +321,18 @@ def head(worktree: Path) -> str:
 
 
 def product_changes(worktree: Path, since: str | None = None) -> list[str]:
-    """Paths outside phases/ and docs/phase/ changed since `since` (default HEAD) or untracked."""
+    """Paths outside phases/ and docs/phase/ changed since `since` (default HEAD) or untracked:
+    what one `git status` reports (staged, unstaged, untracked; no rename pairing), plus what
+    the commits after `since` changed."""
     repo = _git().Repo(worktree)
-    base = repo.commit(since or "HEAD")
-    paths = {p for d in base.diff(None) for p in (d.a_path, d.b_path) if p}
-    paths |= set(repo.untracked_files)
-    return sorted(p for p in paths if not _is_metadata(p))
+    listed = repo.git.execute(["git", "status", "--porcelain=v1", "-z", "--no-renames",
+                               "--untracked-files=all"], strip_newline_in_stdout=False)
+    paths = {entry[3:] for entry in listed.split("\0") if entry}  # "XY path"
+    if since:
+        paths.update(repo.git.execute(["git", "diff", "--name-only", "-z", "--no-renames",
+                                       since, "HEAD"], strip_newline_in_stdout=False)
+                     .split("\0"))
+    return sorted(p for p in paths if p and not _is_metadata(p))
 
 
 def _is_metadata(path: str) -> bool:

@@ -106,8 +106,7 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
     if isinstance(claim, StepOutcome) and claim.status == "reused" and claim.commits.get(
             "metadata") == METADATA_PENDING:
         # a run killed between the step's completion and its metadata commit: make it now
-        commit_metadata(store, delivery, node)
-        return replace(claim, commits=store.read(delivery).get_step(node).commits)
+        return replace(claim, commits=commit_metadata(store, delivery, node).get_step(node).commits)
     if isinstance(claim, StepOutcome):
         return claim
     state, catalog = claim
@@ -130,13 +129,14 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
                           detail=result.summary[:500], infra_retries=list(result.infra),
                           started_at=began, ended_at=now_iso(), duration_s=took,
                           counted=result.reason != "infrastructure")
-    finish_attempt(store, delivery, node, result, final=final, ended=ended, settings=settings)
+    written = finish_attempt(store, delivery, node, result, final=final, ended=ended,
+                             settings=settings)
     extra = {"usage": result.usage, "prompt_chars": result.prompt_chars, "duration_s": took,
              "review": result.review.model_dump() if result.review else None,
              "attempt": step.attempts, "ended": ended,
              "validation": result.validation.as_metadata() if result.validation else None}
     if result.ok:
-        after = store.read(delivery)
+        after = written or store.read(delivery)
         if after.get_step(node).status == "blocked":  # its merge into feat-<d> conflicted
             return StepOutcome("blocked", node, after.get_step(node).blocked_reason or "",
                                **extra)
@@ -482,18 +482,21 @@ def reason_of(result: AttemptResult) -> str:
 
 def finish_attempt(store: Store, delivery: str, node: str, result: AttemptResult,
                    final: bool, ended: AttemptRecord | None = None,
-                   settings: AgentSettings | None = None) -> None:
-    """Record the verdict; on success commit product then metadata on feat-<delivery>."""
+                   settings: AgentSettings | None = None) -> Delivery | None:
+    """Record the verdict; on success commit product then metadata on feat-<delivery> and
+    return the state as that last transaction left it (the caller's own: reading it again would
+    parse it again), else None."""
     if _record(store, delivery, node, result, final, ended, settings) and result.ok:
-        commit_metadata(store, delivery, node)
+        return commit_metadata(store, delivery, node)
+    return None
 
 
-def commit_metadata(store: Store, delivery: str, node: str) -> None:
+def commit_metadata(store: Store, delivery: str, node: str) -> Delivery:
     """The step's metadata commit on feat-<d>, under the delivery lock: nodes running at once
-    merge into and commit on the one delivery worktree in turn."""
+    merge into and commit on the one delivery worktree in turn. Returns the state as written."""
     with store.transaction(delivery) as state:
         if not state.worktree:
-            return
+            return state
         step = state.get_step(node)
         tree = workdir(store, state)
         try:
@@ -506,6 +509,7 @@ def commit_metadata(store: Store, delivery: str, node: str) -> None:
         step.commits["metadata"] = sha
         step.result_commit = step.result_commit or gitflow.head(tree)
         state.log("metadata committed", node, sha or "nothing to commit")
+    return state
 
 
 def _record(store: Store, delivery: str, node: str, result: AttemptResult,

@@ -208,3 +208,31 @@ def test_the_target_repositorys_git_hooks_never_run_for_specops_commits(
     assert outcome.status == "completed", outcome.message
     assert set(outcome.commits) == {"product", "metadata"} and all(outcome.commits.values())
     assert not ran.exists()
+
+
+def test_product_changes_lists_staged_unstaged_deleted_untracked_and_committed_paths_but_no_metadata(
+        tmp_path: Path) -> None:
+    from specops_dag import gitflow
+
+    repo = git.Repo.init(tmp_path, initial_branch="main")
+    for rel in ("kept.txt", "moved.txt", "gone.txt", "edited.txt", "phases/d1/index.json"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel)
+    repo.index.add(["kept.txt", "moved.txt", "gone.txt", "edited.txt", "phases/d1/index.json"])
+    base = repo.index.commit("base", author=git.Actor("t", "t@example.com")).hexsha
+    assert gitflow.product_changes(tmp_path) == []
+    (tmp_path / "edited.txt").write_text("changed")
+    (tmp_path / "gone.txt").unlink()
+    repo.git.mv("moved.txt", "renamed.txt")
+    (tmp_path / "new dir/ü é.txt").parent.mkdir()
+    (tmp_path / "new dir/ü é.txt").write_text("x")
+    (tmp_path / "phases/d1/index.json").write_text("{}")
+    (tmp_path / "docs/phase/d1").mkdir(parents=True)
+    (tmp_path / "docs/phase/d1/a.md").write_text("# a")
+    assert gitflow.product_changes(tmp_path) == [
+        "edited.txt", "gone.txt", "moved.txt", "new dir/ü é.txt", "renamed.txt"]
+    repo.git.add("-A")
+    repo.index.commit("next", author=git.Actor("t", "t@example.com"))
+    assert gitflow.product_changes(tmp_path) == []
+    assert gitflow.product_changes(tmp_path, since=base) == [
+        "edited.txt", "gone.txt", "moved.txt", "new dir/ü é.txt", "renamed.txt"]
