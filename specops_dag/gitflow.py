@@ -323,14 +323,16 @@ def head(worktree: Path) -> str:
 def product_changes(worktree: Path, since: str | None = None) -> list[str]:
     """Paths outside phases/ and docs/phase/ changed since `since` (default HEAD) or untracked:
     what one `git status` reports (staged, unstaged, untracked; no rename pairing), plus what
-    the commits after `since` changed."""
+    the commits after `since` changed. The metadata folders are left out of git's own walk (a
+    delivery adds files there at every node: looking at them would cost more at every node)."""
     repo = _git().Repo(worktree)
+    scope = ["--", ".", *(f":(exclude){m}" for m in METADATA)]
     listed = repo.git.execute(["git", "status", "--porcelain=v1", "-z", "--no-renames",
-                               "--untracked-files=all"], strip_newline_in_stdout=False)
+                               "--untracked-files=all", *scope], strip_newline_in_stdout=False)
     paths = {entry[3:] for entry in listed.split("\0") if entry}  # "XY path"
     if since:
         paths.update(repo.git.execute(["git", "diff", "--name-only", "-z", "--no-renames",
-                                       since, "HEAD"], strip_newline_in_stdout=False)
+                                       since, "HEAD", *scope], strip_newline_in_stdout=False)
                      .split("\0"))
     return sorted(p for p in paths if p and not _is_metadata(p))
 
