@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import shutil
 import sys
@@ -23,6 +24,22 @@ from specops_dag.errors import DefinitionError, SpecopsError
 
 if TYPE_CHECKING:
     from specops_dag.delivery.store import Store
+
+
+class Positive(click.FloatRange):
+    """A number greater than 0 that is finite: `nan`, `inf` and `1e400` (which Python reads as
+    inf) are refused like any other value out of range, not stored as no limit at all."""
+
+    name = "positive number"
+
+    def __init__(self) -> None:
+        super().__init__(min=0, min_open=True)
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value} is not a finite number greater than 0.", param, ctx)
+        return number
 
 
 def fail_cleanly(fn):
@@ -99,7 +116,7 @@ def schema(kind: str | None) -> None:
               help="Override every step's validation mode (default: each phase's own).")
 @click.option("--budget-tokens", type=click.IntRange(min=1),
               help="Token budget of the whole delivery (default: the workflow's budget).")
-@click.option("--budget-usd", type=click.FloatRange(min=0, min_open=True),
+@click.option("--budget-usd", type=Positive(),
               help="Money budget of the whole delivery in USD, priced with prices.yaml "
               "(default: the workflow's budget).")
 @click.option("--judge", type=click.Choice(["absolute", "regressions"]),
@@ -265,7 +282,7 @@ def render_dry_run(store: Store, delivery: str, node: str | None, as_json: bool)
 @click.argument("delivery")
 @click.option("--executor", type=click.Choice(["multiprocess", "in_process"]),
               default="multiprocess", show_default=True, help="Dagster executor for the run.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
+@click.option("--timeout", "timeout_s", type=Positive(),
               default=6 * 3600, show_default=True,
               help="Deadline in seconds for the whole run.")
 @click.option("--dry-run", "dry", is_flag=True, help="Print the next prompt's parts; change "

@@ -191,3 +191,14 @@ def test_new_refuses_a_usd_budget_of_zero_and_creates_nothing(diamond_root: Path
     assert result.stderr.splitlines()[-1] == ("Error: Invalid value for '--budget-usd': 0.0 is "
                                               "not in the range x>0.")
     assert not (diamond_root / "phases").exists()
+
+
+@pytest.mark.parametrize("usd", ["nan", "inf", "1e400"])
+def test_new_refuses_a_usd_budget_that_is_not_a_finite_number_and_creates_nothing(
+        diamond_root: Path, usd: str) -> None:
+    result = specops_at(diamond_root, "new", "diamond", "d1", "--request", "x", "--budget-usd",
+                        usd)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (f"Error: Invalid value for '--budget-usd': {usd} is "
+                                              "not a finite number greater than 0.")
+    assert not (diamond_root / "phases").exists()

@@ -54,6 +54,18 @@ def test_run_with_a_timeout_that_is_not_positive_is_a_usage_error(
     assert tree_state(diamond_root) == before
 
 
+@pytest.mark.parametrize("timeout", ["nan", "inf", "1e400"])
+def test_run_with_a_timeout_that_is_not_a_finite_number_is_a_usage_error(
+        diamond_root: Path, timeout: str) -> None:
+    created(diamond_root)
+    before = tree_state(diamond_root)
+    result = specops(diamond_root, "run", "d1", "--timeout", timeout)
+    assert result.returncode == 2
+    assert result.stderr.endswith(f"Error: Invalid value for '--timeout': {timeout} is not a "
+                                  "finite number greater than 0.\n")
+    assert tree_state(diamond_root) == before
+
+
 def test_reopening_a_pending_node_is_refused_and_changes_nothing(diamond_root: Path) -> None:
     created(diamond_root)
     before = tree_state(diamond_root)
