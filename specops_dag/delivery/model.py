@@ -426,8 +426,8 @@ class Delivery(Model):
     history: list[Event] = []
     approvals: list[Approval] = []
     risks: list[Risk] = []
-    budget_tokens: int | None = None  # the delivery's token budget (workflow or `new`)
-    budget_usd: float | None = None  # its money budget in USD (workflow or `new`)
+    budget_tokens: int | None = Field(default=None, gt=0)  # token budget (workflow or `new`)
+    budget_usd: float | None = Field(default=None, gt=0, allow_inf_nan=False)  # USD (same)
     judge: Literal["absolute", "regressions"] | None = None  # `new --judge`: over every phase's
 
     def get_step(self, name: str) -> Step:

@@ -273,6 +273,23 @@ def test_a_state_file_that_is_json_but_not_a_state_is_refused_with_its_exact_err
     assert err.value.message == message
 
 
+@pytest.mark.parametrize(("field", "value", "why"), [
+    ("budget_usd", "-1.5", "Input should be greater than 0"),
+    ("budget_usd", "NaN", "Input should be a finite number"),
+    ("budget_usd", "Infinity", "Input should be a finite number"),
+    ("budget_tokens", "0", "Input should be greater than 0"),
+])
+def test_a_hand_edited_budget_that_is_no_limit_is_refused_with_its_exact_error(
+        diamond_root: Path, field: str, value: str, why: str) -> None:
+    store = make_delivery(diamond_root)
+    path = store.index_path("d1")
+    path.write_text(path.read_text().replace(f'"{field}": null', f'"{field}": {value}', 1))
+    with pytest.raises(StateError) as err:
+        store.read("d1")
+    assert err.value.message == (f"phases/d1/index.json: {field}: {why}; fix the file or "
+                                 "restore it from git")
+
+
 def test_a_corrupt_delivery_list_is_refused_with_its_exact_error(diamond_root: Path) -> None:
     store = make_delivery(diamond_root)
     (store.phases / "index.json").write_text("{")
