@@ -323,8 +323,8 @@ def head(worktree: Path) -> str:
 def product_changes(worktree: Path, since: str | None = None) -> list[str]:
     """Paths outside phases/ and docs/phase/ changed since `since` (default HEAD) or untracked:
     what one `git status` reports (staged, unstaged, untracked; no rename pairing), plus what
-    the commits after `since` changed. The metadata folders are left out of git's own walk (a
-    delivery adds files there at every node: looking at them would cost more at every node)."""
+    the commits after `since` changed. The metadata folders are left out by pathspec, so git
+    does not even walk them (a delivery adds files there at every node)."""
     repo = _git().Repo(worktree)
     scope = ["--", ".", *(f":(exclude){m}" for m in METADATA)]
     listed = repo.git.execute(["git", "status", "--porcelain=v1", "-z", "--no-renames",
@@ -334,11 +334,8 @@ def product_changes(worktree: Path, since: str | None = None) -> list[str]:
         paths.update(repo.git.execute(["git", "diff", "--name-only", "-z", "--no-renames",
                                        since, "HEAD", *scope], strip_newline_in_stdout=False)
                      .split("\0"))
-    return sorted(p for p in paths if p and not _is_metadata(p))
-
-
-def _is_metadata(path: str) -> bool:
-    return any(path == m or path.startswith(m + "/") for m in METADATA)
+    paths.discard("")  # after the last NUL
+    return sorted(paths)
 
 
 def check_clean(worktree: Path, delivery: str, node: str) -> None:
