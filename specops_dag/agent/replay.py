@@ -72,12 +72,14 @@ class Turn(Strict):
 
 class LiteralPlay(Strict):
     """The literal agent of one attempt: `before` turns first, then it reads what the prompt's
-    READ / SKILLS / `Step details:` name and writes what its WRITE names (see `literal_turn`).
-    Path suffixes in `files` and `skip` match the end of a WRITE path as the prompt spells it."""
+    READ / SKILLS / `Step details:` name and writes what its WRITE names (see `literal_turn`),
+    and with `risk` set, the file its `RISK:` line names. Path suffixes in `files` and `skip`
+    match the end of a WRITE path as the prompt spells it."""
 
     before: list[Turn] = []
     files: dict[str, str] = {}  # suffix -> content (the longest suffix wins; ends with a newline)
     skip: list[str] = []  # suffixes of WRITE paths left unwritten
+    risk: str | None = None  # written to the prompt's RISK path with the WRITE files (ends "\n")
     review: str | None = None  # an evaluator's final message, verbatim
     usage: Usage = Usage()
 
@@ -329,6 +331,7 @@ BULLET = re.compile(r"^-\s+(?P<item>.+)$")
 SKILL_ITEM = re.compile(r"^-\s+[^:`]+:\s+`[^`]*`\s+(?P<item>.+)$")
 CRITERION = re.compile(r"^-\s+`(?P<id>[^`]+)`\s+\(threshold\s+\d+/10\)")
 STEP_DETAILS = re.compile(r"^Step details:\s+(?P<item>.+)$")
+RISK_LINE = re.compile(r"^RISK:\s+(?P<item>.+)$")
 PATH_END = re.compile(r" \(| — ")
 EXIT_CODE = re.compile(r"^Process exited with code (?P<code>-?\d+)\s*$", re.MULTILINE)
 LITERAL_YIELD_MS = 30_000  # codex answers "Process running …" instead of an exit code after this
@@ -344,6 +347,7 @@ class StepPrompt:
     skills: tuple[str, ...] = ()
     step_details: str | None = None
     writes: tuple[str, ...] = ()
+    risk: str | None = None  # where a risk is raised (the `RISK:` line), if the prompt says
     criteria: tuple[str, ...] = ()
     evaluator: bool = False
 
@@ -386,11 +390,13 @@ def parse_prompt(text: str) -> StepPrompt:
                    if line.startswith("# Current step")), "(no `# Current step` header)")
     body = lines[start:]
     details = next((m for line in body if (m := STEP_DETAILS.match(line.strip()))), None)
+    risk = next((m for line in body if (m := RISK_LINE.match(line.strip()))), None)
     criteria = (CRITERION.match(line) for line in section(body, "Criteria"))
     return StepPrompt(header=header, reads=items_of(body, PROMPT_MARK, NUMBERED),
                       skills=items_of(body, "SKILLS", SKILL_ITEM),
                       step_details=path_of(details["item"]) if details else None,
                       writes=items_of(body, "WRITE:", BULLET),
+                      risk=path_of(risk["item"]) if risk else None,
                       criteria=tuple(m["id"] for m in criteria if m is not None),
                       evaluator=any(line.strip() == "<<<REVIEW" for line in body))
 
@@ -517,6 +523,8 @@ def planned_writes(play: LiteralPlay, prompt: StepPrompt) -> tuple[list[tuple[st
         suffixes = sorted((s for s in play.files if path.endswith(s)), key=len)
         files.append((path, play.files[suffixes[-1]] if suffixes
                       else default_content(path, prompt)))
+    if play.risk is not None and prompt.risk is not None:
+        files.append((prompt.risk, play.risk))
     return files, skipped
 
 

@@ -16,7 +16,6 @@ from specops_dag.errors import UsageError
 from specops_dag.files import now_iso
 from specops_dag.workflow.model import GATE_NAMES
 
-RISK_FILE = "risk.md"
 WAITING = ("awaiting approval: ", "rejected: ")
 
 

@@ -14,6 +14,8 @@ from specops_dag.builtin import BUILTIN_DEFS, BUILTIN_PREFIX
 from specops_dag.errors import UsageError
 from specops_dag.files import WORKTREES, sha256_file
 
+RISK_FILE = "risk.md"  # in a node folder: the agent raises a risk for a person to decide
+
 if TYPE_CHECKING:
     from specops_dag.delivery.model import Delivery, Owner, PreflightRecord, Step, Usage
 

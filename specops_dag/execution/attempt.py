@@ -44,7 +44,6 @@ from specops_dag.agent.review import (
     save_report,
 )
 from specops_dag.delivery.budget import budget_spent
-from specops_dag.delivery.gates import RISK_FILE
 from specops_dag.delivery.lifecycle import workdir
 from specops_dag.delivery.model import (
     ContractRecord,
@@ -60,7 +59,7 @@ from specops_dag.delivery.model import (
     Usage,
 )
 from specops_dag.delivery.pricing import load_prices
-from specops_dag.delivery.queries import accepted_risks, agent_path
+from specops_dag.delivery.queries import RISK_FILE, accepted_risks, agent_path
 from specops_dag.delivery.store import Store
 from specops_dag.errors import ToolMissing
 from specops_dag.files import now_iso, redact, sha256_file, write_json_atomic

@@ -18,7 +18,7 @@ from specops_dag.agent.codex import AgentSettings, run_model
 from specops_dag.agent.prompt import assemble_prompt
 from specops_dag.delivery import pricing
 from specops_dag.delivery.budget import budget_spent
-from specops_dag.delivery.gates import RISK_FILE, WAITING, block_reason, raise_risk
+from specops_dag.delivery.gates import WAITING, block_reason, raise_risk
 from specops_dag.delivery.lifecycle import current_owner, snapshot_catalog, target_path, workdir
 from specops_dag.delivery.model import (
     METADATA_PENDING,
@@ -30,6 +30,7 @@ from specops_dag.delivery.model import (
     ValidationRecord,
 )
 from specops_dag.delivery.queries import (
+    RISK_FILE,
     accepted_risks,
     closed_gates,
     delivery_tokens,

@@ -12,6 +12,7 @@ import pytest
 
 from specops_dag.agent.codex import codex_argv
 from specops_dag.agent.prompt import preview
+from specops_dag.delivery import gates
 from specops_dag.delivery.lifecycle import snapshot_catalog
 from specops_dag.delivery.store import Store
 from specops_dag.errors import UsageError
@@ -70,6 +71,29 @@ def test_a_literal_agent_completes_the_chain_in_every_target_mode(tmp_path: Path
         status = subprocess.run(["git", "status", "--porcelain"], cwd=target or root,
                                 capture_output=True, text=True, timeout=30, check=True)
         assert status.stdout == ""
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("mode", MODES)
+def test_an_agent_that_knows_only_its_prompt_raises_a_risk_a_person_decides(
+        tmp_path: Path, mode: str) -> None:
+    root, target = world(tmp_path, mode)
+    store = create(root, target)
+    risk = root / "phases/d1/write/risk.md"
+    with replay(tmp_path, {"write": [{"literal": {"risk": "# Risk: the notes are unchecked\n"}}],
+                           "review": [{"literal": {}}]}) as server:
+        settings = settings_for(server, tmp_path)
+        assert run_step(store, "d1", "write", settings=settings).status == "completed"
+        assert f"RISK: {risk} — write it only to raise a risk" in (
+            root / "phases/d1/write/prompt.md").read_text()
+        assert risk.read_text() == "# Risk: the notes are unchecked\n"
+        state = store.read("d1")
+        assert [(r.node, r.path) for r in state.risks] == [("write", "phases/d1/write/risk.md")]
+        assert run_step(store, "d1", "review", settings=settings).message == (
+            "awaiting approval: risk")
+        gates.approve(store, "d1", "risk", note="checked by hand")
+        assert run_step(store, "d1", "review", settings=settings).status == "completed"
+    assert not any("BLOCKED" in json.dumps(r) for r in requests(tmp_path))
 
 
 @pytest.mark.e2e

@@ -76,6 +76,11 @@ def test_the_current_step_names_paths_and_hashes_never_bodies(tmp_path: Path) ->
         "the TASK or a skill (such as `develop/changes.md`) is relative to a node folder: this "
         "one for yours, and for an upstream node's the READ path that ends with it.\n"
         "\n"
+        "RISK: phases/d1/review/risk.md — write it only to raise a risk a person must decide (an "
+        "assumption you could not check, evidence you could not produce, a test you had to "
+        "weaken): what it is, why, and the file that shows it. The delivery then waits at the "
+        "`risk` gate until a person decides; leave it unwritten when there is none.\n"
+        "\n"
         "REPORT: end with a final message of at most 1,000 characters that summarizes what you "
         "did and names the files you wrote.")
     assert "the notes" not in current.text

@@ -36,7 +36,7 @@ HEADER = ("# Current step: `write` (step 0 of delivery `d1`, phase `c-write`, at
 
 def generator_prompt(cwd: Path, reads: list[str], writes: list[str],
                      skill: str | None = "skills/c-write-skill/SKILL.md",
-                     details: str | None = "steps/step0.md") -> str:
+                     details: str | None = "steps/step0.md", risk: str | None = None) -> str:
     """A prompt in the product's current-step format, its paths as given."""
     read = [f"{i}. {p} (sha256 {'ab' * 32}) — input `in{i}`: the delivery request"
             for i, p in enumerate(reads, 1)] or ["(no upstream handoffs)"]
@@ -50,6 +50,8 @@ def generator_prompt(cwd: Path, reads: list[str], writes: list[str],
         *([f"Step details: {details}"] if details else []), "",
         "WRITE:", *(f"- {p} (required)" for p in writes[:1]),
         *(f"- {p} (step record: what you did, commands, evidence)" for p in writes[1:]), "",
+        *([f"RISK: {risk} — write it only to raise a risk a person must decide.", ""]
+          if risk else []),
         "REPORT: end with a final message of at most 1,000 characters that summarizes what you "
         "did and names the files you wrote."])
 
@@ -199,6 +201,21 @@ def test_files_take_the_longest_matching_suffix_and_skip_leaves_paths_unwritten(
     assert chosen.turn is not None and chosen.turn.shell is not None
     assert "cat > out/notes.md <<'SPECOPS_EOF'\nthe notes\nSPECOPS_EOF\n" in chosen.turn.shell
     assert "cat > out/other.md <<'SPECOPS_EOF'\nany markdown\nSPECOPS_EOF\n" in chosen.turn.shell
+
+
+def test_the_prompts_risk_file_is_written_only_by_a_play_that_raises_a_risk() -> None:
+    prompt = generator_prompt(Path("/r"), [], ["out/notes.md"], skill=None, details=None,
+                              risk="phases/d1/write/risk.md")
+    assert parse_prompt(prompt).risk == "phases/d1/write/risk.md"
+    messages = [user_message("# AGENTS.md instructions for /r"), user_message(prompt)]
+    quiet = literal_turn(LiteralPlay(), messages)
+    assert quiet.decision == {"action": "write", "paths": ["out/notes.md"], "skipped": []}
+    raised = literal_turn(LiteralPlay(risk="# Risk: no rollback\n"), messages)
+    assert raised.decision == {"action": "write", "skipped": [],
+                               "paths": ["out/notes.md", "phases/d1/write/risk.md"]}
+    assert raised.turn is not None and raised.turn.shell is not None
+    assert ("cat > phases/d1/write/risk.md <<'SPECOPS_EOF'\n# Risk: no rollback\nSPECOPS_EOF\n"
+            in raised.turn.shell)
 
 
 def test_a_command_that_reports_no_exit_code_counts_as_failed_for_every_path() -> None:
