@@ -112,11 +112,12 @@ def first_of_each_branch(state: Delivery, names: list[str]) -> list[str]:
     return out
 
 
-def raise_risk(state: Delivery, node: str, path: str) -> list[str]:
-    """A risk file appeared in `node`'s folder: its direct downstream must pass the risk gate,
-    and until it is decided the delivery is not completed nor pushed (`reading.open_risks`),
-    also when nothing is downstream."""
-    state.risks.append(Risk(node=node, path=path, raised_at=now_iso()))
+def raise_risk(state: Delivery, node: str, path: str, sha256: str | None = None) -> list[str]:
+    """A risk file appeared in `node`'s folder (or changed since it was raised, `sha256` its
+    content now): its direct downstream must pass the risk gate, and until it is decided the
+    delivery is not completed nor pushed (`reading.open_risks`), also when nothing is
+    downstream."""
+    state.risks.append(Risk(node=node, path=path, raised_at=now_iso(), sha256=sha256))
     gated = []
     for step in state.steps:
         if node in step.needs and "risk" not in step.gates:

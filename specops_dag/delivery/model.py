@@ -405,6 +405,9 @@ class Risk(Model):
     node: str
     path: str
     raised_at: str
+    # the file as it was raised: an approval decides that text, and an edit after it is a new
+    # risk (None in a state written before the field: such a file is never taken as decided)
+    sha256: str | None = None
 
 
 class Delivery(Model):

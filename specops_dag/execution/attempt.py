@@ -6,6 +6,7 @@ It never writes the delivery state: `step` records what an attempt returns.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -760,10 +761,15 @@ def guard_tests(store: Store, state: Delivery, step: Step, repo: Path,
 
 def approved_risk_texts(store: Store, state: Delivery) -> list[str]:
     """The texts a standing approval of the `risk` gate accepted: its note and every risk file
-    raised before it."""
+    raised before it, as it was raised — a file edited since (its sha256 moved) waives nothing,
+    since no person has read what it says now."""
     decisions = [a for a in state.approvals if a.gate == "risk"]
     if not decisions or decisions[-1].decision != "approved":
         return []
-    return [decisions[-1].note] + [
-        (store.root / r.path).read_text(encoding="utf-8", errors="replace")
-        for r in accepted_risks(state) if (store.root / r.path).is_file()]
+    texts = [decisions[-1].note]
+    for r in accepted_risks(state):
+        path = store.root / r.path
+        body = path.read_bytes() if r.sha256 is not None and path.is_file() else None
+        if body is not None and hashlib.sha256(body).hexdigest() == r.sha256:
+            texts.append(body.decode("utf-8", errors="replace"))
+    return texts

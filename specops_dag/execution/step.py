@@ -468,10 +468,11 @@ def upstream_handoffs(state: Delivery, step: Step) -> dict[str, FileRef]:
             for art, ref in state.get_step(n).handoff.items()}
 
 
-def already_decided(state: Delivery, path: str) -> bool:
-    """This risk file was raised before and a standing approval of the `risk` gate covers it
-    (the guard's waiver it gave): completing does not raise it again."""
-    return any(r.path == path for r in accepted_risks(state))
+def already_decided(state: Delivery, path: str, sha256: str) -> bool:
+    """This risk file was raised before, with this very content, and a standing approval of the
+    `risk` gate covers it (the guard's waiver it gave): completing does not raise it again. A
+    file edited since is a risk no person has seen: it is raised again."""
+    return any(r.path == path and r.sha256 == sha256 for r in accepted_risks(state))
 
 
 def reason_of(result: AttemptResult) -> str:
@@ -546,9 +547,10 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
         if result.validation is not None:
             step.integrity = list(result.integrity)
         risk = store.delivery_dir(delivery) / node / RISK_FILE
-        if (result.ok or result.raises_risk) and risk.is_file() and not already_decided(
-                state, risk.relative_to(store.root).as_posix()):
-            raise_risk(state, node, risk.relative_to(store.root).as_posix())
+        if (result.ok or result.raises_risk) and risk.is_file():
+            path, digest = risk.relative_to(store.root).as_posix(), sha256_file(risk)
+            if not already_decided(state, path, digest):
+                raise_risk(state, node, path, digest)
         if result.ok:
             tree = workdir(store, state, step)
             handoff = tree / "docs" / "phase" / delivery / "handoff.md"

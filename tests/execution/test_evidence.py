@@ -172,3 +172,37 @@ def test_a_deletion_the_agents_risk_names_waits_for_a_person_and_their_approval_
         f"- approved by {decision.by} at {decision.at}: “agreed, the calculator goes away” "
         "(risks: phases/d1/write/risk.md)\n")
     assert decision.by.endswith("@" + socket.gethostname())
+
+
+@pytest.mark.e2e
+def test_a_risk_file_edited_after_its_approval_waives_nothing_and_waits_for_a_person_again(
+        tmp_path: Path, all_pass_dotnet: None) -> None:
+    from specops_dag.delivery.gates import approve
+    from specops_dag.delivery.lifecycle import reopen
+    from specops_dag.delivery.queries import open_risks
+
+    store = guarded_harness(tmp_path)
+    risk = store.root / "phases/d1/write/risk.md"
+    first_text = "The release notes are not checked by anyone.\n"
+    second_text = f"The release notes are not checked by anyone. {TESTS} is deleted.\n"
+    nodes = {"write": [
+        {"literal": {"risk": first_text}},
+        {"literal": {"before": [{"shell": f"rm {TESTS}"}], "risk": second_text}}]}
+    with replay(tmp_path, nodes) as server:
+        first = run_step(store, "d1", "write", settings=settings(server, tmp_path))
+        approve(store, "d1", "risk", note="fine, nobody checks notes")
+        reopen(store, "d1", "write", reason="one more change")
+        second = run_step(store, "d1", "write", settings=settings(server, tmp_path))
+    assert (first.status, second.status) == ("completed", "environment")
+    state = store.read("d1")
+    step = state.get_step("write")
+    assert risk.read_text() == second_text
+    assert step.blocked_reason == (
+        f"{guard_message(step.base_commit, risk)}\nThe agent's risk.md names every one: a "
+        "person decides with `specops approve d1 risk` (or `--reject`), then `specops resume d1 "
+        "write`")
+    assert [(f.rule, f.waived) for f in step.integrity] == [("deleted-test-file", False)]
+    digests = [hashlib.sha256(t.encode()).hexdigest() for t in (first_text, second_text)]
+    assert [(r.path, r.sha256) for r in state.risks] == [
+        ("phases/d1/write/risk.md", digests[0]), ("phases/d1/write/risk.md", digests[1])]
+    assert open_risks(state) == state.risks[1:]  # the edited file waits for a person again
