@@ -334,12 +334,11 @@ def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
         "path written short in the TASK or a skill (such as `develop/changes.md`) is "
         "relative to a node folder: this one for yours, and for an upstream node's the READ "
         "path that ends with it.")
-    if task is None:  # the risk file the executor looks for is the node's, not a task's
-        out += ["", f"RISK: {agent_path(node_dir / RISK_FILE, cwd)} — write it only to raise a "
-                "risk a person must decide (an assumption you could not check, evidence you "
-                "could not produce, a test you had to weaken): what it is, why, and the file "
-                "that shows it. The delivery then waits at the `risk` gate until a person "
-                "decides; leave it unwritten when there is none."]
+    out += ["", f"RISK: {agent_path(node_dir / RISK_FILE, cwd)} — write it only to raise a "
+            "risk a person must decide (an assumption you could not check, evidence you "
+            "could not produce, a test you had to weaken): what it is, why, and the file "
+            "that shows it. The delivery then waits at the `risk` gate until a person "
+            "decides; leave it unwritten when there is none."]
     out += ["", "REPORT: end with a final message of at most 1,000 characters that summarizes "
             "what you did and names the files you wrote."]
     return "\n".join(out)

@@ -468,6 +468,14 @@ def upstream_handoffs(state: Delivery, step: Step) -> dict[str, FileRef]:
             for art, ref in state.get_step(n).handoff.items()}
 
 
+def risk_files(folder: Path) -> list[Path]:
+    """The risk files an agent of this node wrote: the node folder's, then each fan-out task
+    folder's in name order (a task session's RISK line names its own folder's). A link is not
+    one: what a person decides is the file itself."""
+    found = [folder / RISK_FILE, *sorted((folder / "tasks").glob(f"*/{RISK_FILE}"))]
+    return [f for f in found if f.is_file() and not f.is_symlink()]
+
+
 def already_decided(state: Delivery, path: str, sha256: str) -> bool:
     """This risk file was raised before, with this very content, and a standing approval of the
     `risk` gate covers it (the guard's waiver it gave): completing does not raise it again. A
@@ -546,11 +554,11 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
             step.reviews.append(result.review)
         if result.validation is not None:
             step.integrity = list(result.integrity)
-        risk = store.delivery_dir(delivery) / node / RISK_FILE
-        if (result.ok or result.raises_risk) and risk.is_file():
-            path, digest = risk.relative_to(store.root).as_posix(), sha256_file(risk)
-            if not already_decided(state, path, digest):
-                raise_risk(state, node, path, digest)
+        if result.ok or result.raises_risk:
+            for risk in risk_files(store.delivery_dir(delivery) / node):
+                path, digest = risk.relative_to(store.root).as_posix(), sha256_file(risk)
+                if not already_decided(state, path, digest):
+                    raise_risk(state, node, path, digest)
         if result.ok:
             tree = workdir(store, state, step)
             handoff = tree / "docs" / "phase" / delivery / "handoff.md"

@@ -187,6 +187,29 @@ def test_a_fan_out_merges_independent_tasks_and_a_failing_task_blocks_only_its_d
     assert not [p for p in (store.root / ".specops/worktrees").iterdir() if "+" in p.name]
 
 
+@pytest.mark.e2e
+def test_a_task_agent_raises_a_risk_through_its_prompts_risk_line_and_the_delivery_waits(
+        tmp_path: Path) -> None:
+    store = harness(tmp_path)
+    assert run_step(store, "d1", "plan").status == "completed"
+    risky = writes("t2")
+    risky["literal"]["risk"] = "# Risk: t2 is not covered by a test that fails first\n"
+    nodes = {"build.t1": [writes("t1")], "build.t2": [risky], "build.t3": [writes("t3")],
+             "build.t4": [writes("t4")]}
+    with replay(tmp_path, nodes) as server:
+        settings = AgentSettings(replay_url=server.url, codex_home=str(tmp_path / "codex-home"))
+        outcome = run_step(store, "d1", "build", settings=settings)
+    assert outcome.status == "completed", outcome.message
+    folder = store.delivery_dir("d1") / "build/tasks/t2"
+    assert f"RISK: {folder.resolve() / 'risk.md'} — write it only to raise a risk" in (
+        folder / "session1-prompt.md").read_text()
+    state = store.read("d1")
+    assert [(r.node, r.path) for r in state.risks] == [
+        ("build", "phases/d1/build/tasks/t2/risk.md")]
+    assert state.status == "blocked"  # every step completed, a risk still open
+    assert not (store.delivery_dir("d1") / "build/risk.md").exists()
+
+
 BAD = textwrap.dedent("""\
     kind: task-list
     tasks:
