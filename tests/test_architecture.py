@@ -89,6 +89,19 @@ def test_the_console_script_raises_the_collectors_first_threshold_and_freezes_th
     assert printed(code, tmp_path, str(tmp_path)).splitlines()[-1] == "(50000, 20, 20) True True"
 
 
+def test_the_process_that_runs_a_step_raises_the_collectors_first_threshold_before_the_step(
+        tmp_path) -> None:
+    # Dagster's run worker (or a step worker) hands each step to the resource; the step sees the
+    # thresholds already set, whatever the process started with.
+    code = ("import gc, sys\n"
+            "import specops_dag.execution.step as step\n"
+            "from specops_dag.dagster_adapter.resources import SpecopsResource\n"
+            "gc.set_threshold(700, 10, 10)\n"
+            "step.run_step = lambda *a, **k: gc.get_threshold()\n"
+            "print(SpecopsResource(root=sys.argv[1]).run_step('d1', 'wf', 'a'))")
+    assert printed(code, tmp_path, str(tmp_path)).strip() == "(50000, 20, 20)"
+
+
 def test_status_without_a_prices_file_prices_the_delivery_without_yaml_or_the_workflow_models(
         tmp_path) -> None:
     from .support.agents import agentic_root, new

@@ -5,21 +5,22 @@ A command stays quick by lazy imports (the one speed strategy, see `pyproject.to
 hook …` runs on every agent tool call, so it is dispatched before click is imported; pydantic and
 YAML come with the commands that read state or definitions, the Dagster adapter only with the
 commands that need an instance. Beside that, this entry point tunes CPython's cyclic garbage
-collector as mypy does: importing pydantic makes hundreds of thousands of long-lived objects,
-and the default thresholds walk them again and again, then once more at interpreter exit — a
-third of a short command's time. A higher first threshold keeps collection on (a long `specops
-run` still collects) and `gc.freeze()` before exit skips the final walk; no behaviour changes."""
+collector (`specops_dag.collector`): importing pydantic makes hundreds of thousands of long-lived
+objects, and the default thresholds walk them again and again, then once more at interpreter
+exit — a third of a short command's time. A higher first threshold keeps collection on (a long
+`specops run` still collects) and `gc.freeze()` before exit skips the final walk; no behaviour
+changes."""
 
 from __future__ import annotations
 
 import gc
 import sys
 
-GC_THRESHOLDS = (50_000, 20, 20)  # CPython's defaults are (700, 10, 10)
+from specops_dag import collector
 
 
 def main() -> None:
-    gc.set_threshold(*GC_THRESHOLDS)
+    collector.tune()
     try:
         argv = sys.argv[1:]
         if argv[:1] == ["hook"]:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from specops_dag import collector
 from specops_dag.agent.codex import AgentSettings
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class SpecopsResource(dg.ConfigurableResource):
                  sessions: int | None = None) -> "StepOutcome":
         from specops_dag.execution.step import run_step
 
+        collector.tune()  # this process runs steps: the collector's walk must not grow with them
         return run_step(self.store(), delivery, node, workflow=workflow,
                         settings=self.agent_settings(), progress=progress, sessions=sessions)
 
