@@ -9,6 +9,14 @@
   B. `specops run` of the completed delivery over its first run (target <= 5 %);
   C. a losing concurrent `specops run` (another holds the delivery's run lock) over the
      interpreter's own start, `python -c pass` (target <= 10), with no Dagster import.
+A's first and last 20 nodes run minutes apart, so a machine that speeds up or slows down meanwhile
+(a shared host) moves A by as much as the growth it measures. Beside it, the same question side
+by side:
+  A'. one step at the end of the completed chain (node N-1, its state holding N completed steps)
+     against one at its start (node 19 of a second delivery of the same workflow, 20 steps
+     completed), each reopened and run again with `run_step` in this process, alternately, 7
+     times each: the median of the late over the median of the early. It leaves out Dagster's
+     own cost between steps, which does not grow along the chain.
 Not a test: nothing asserts a time. `BENCH_N=50` shortens the chain.
 """
 
@@ -78,6 +86,28 @@ def head_tail(starts: list[float]) -> tuple[float, float]:
     return statistics.mean(costs[:20]), statistics.mean(costs[-20:])
 
 
+def side_by_side(root: Path, rounds: int = 7) -> tuple[float, float]:
+    """Median seconds of one step at the chain's end and one at its start, run alternately in
+    this process (A' above); the process tunes its collector as a run's step worker does."""
+    from specops_dag import collector
+    from specops_dag.delivery.lifecycle import reopen
+    from specops_dag.delivery.store import Store
+    from specops_dag.execution.step import run_step
+
+    collector.tune()
+    store = Store(root)
+    for i in range(20):
+        assert run_step(store, "c2", f"n{i}").status == "completed", f"c2 n{i} did not complete"
+    late, early = [], []
+    for _ in range(rounds):
+        for delivery, node, times in (("c1", f"n{N - 1}", late), ("c2", "n19", early)):
+            reopen(store, delivery, node)
+            started = time.perf_counter()
+            assert run_step(store, delivery, node).status == "completed", f"{delivery} {node}"
+            times.append(time.perf_counter() - started)
+    return statistics.median(late), statistics.median(early)
+
+
 def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int]:
     started = time.monotonic()
     result = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, stdin=subprocess.DEVNULL)
@@ -114,9 +144,15 @@ def main() -> None:
         base = statistics.median(timed([sys.executable, "-c", "pass"], env, root)[0]
                                  for _ in range(5))
         lose = statistics.median(s for s, _ in losing)
+        subprocess.run([*specops, "new", "chain", "c2", "--request", "bench"], env=env,
+                       check=True, capture_output=True, stdin=subprocess.DEVNULL)
+        late, early = side_by_side(root)
         print(f"{N}-node git chain: per-node cost first 20 {head:.3f} s, last 20 {tail:.3f} s, "
               f"ratio {tail / head:.2f} (target <= 1.1; from the step records' whole seconds: "
               f"{whole[0]:.2f} s, {whole[1]:.2f} s, ratio {whole[1] / whole[0]:.2f})")
+        print(f"side by side: a step at node {N - 1} {late:.3f} s / at node 19 {early:.3f} s = "
+              f"{late / early:.2f}, {(late - early) * 1000:.0f} ms more (median of 7 each, "
+              "alternating, without Dagster's own cost between steps; the same target)")
         print(f"re-run of the completed delivery {again_s:.2f} s / first run {first_s:.2f} s = "
               f"{again_s / first_s:.1%} (target <= 5 %)")
         print(f"losing concurrent `specops run` {lose * 1000:.0f} ms / `python -c pass` "
