@@ -129,13 +129,43 @@ def load_snapshot(root: Path, display_base: Path | None = None) -> Catalog:
     it is asked for. The snapshot was checked whole when it was frozen, and the code location a
     run executes loads it whole again (`load_catalog`); a step, a hook or a dry-run reads only
     the phases it names, so its cost does not grow with the workflow. Raises `DefinitionError`
-    here for the eager files, from `catalog.phases[...]` for a phase."""
+    here for the eager files, from `catalog.phases[...]` for a phase.
+
+    A process that runs one step after another (Dagster's run worker) gets the catalog it read
+    before as long as no file of the folder changed (`snapshot_stamp`): parsing a 200-node
+    workflow's YAML at every step cost more than the rest of the step's bookkeeping together."""
+    key = (os.path.realpath(root), str(display_base), snapshot_stamp(root))
+    catalog = SNAPSHOTS.get(key)
+    if catalog is not None:
+        return catalog
     loader = _Loader(display_base)
     loader.load_root(root, phases=False)
     if loader.problems:
         raise DefinitionError(loader.problems)
-    return Catalog(loader.workflows, SnapshotPhases(loader, root), SkillGraph(edges=loader.edges),
-                   loader.sources, loader.validation)
+    catalog = Catalog(loader.workflows, SnapshotPhases(loader, root),
+                      SkillGraph(edges=loader.edges), loader.sources, loader.validation)
+    while len(SNAPSHOTS) >= MAX_SNAPSHOTS:
+        SNAPSHOTS.pop(next(iter(SNAPSHOTS)), None)
+    SNAPSHOTS[key] = catalog
+    return catalog
+
+
+# Snapshot catalogs this process has read, by folder, display base and `snapshot_stamp`; the
+# definitions in them are frozen models and nothing changes a Catalog once it is made.
+SNAPSHOTS: dict[tuple, Catalog] = {}
+MAX_SNAPSHOTS = 8
+
+
+def snapshot_stamp(root: Path) -> tuple:
+    """Every file under `root` with its size, mtime, ctime and inode (git's stat check): an edit,
+    a replacement or a new or removed file changes it."""
+    stamp = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            st = os.stat(os.path.join(folder, name))
+            stamp.append((folder, name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    return tuple(stamp)
 
 
 class SnapshotPhases(Mapping[str, Phase]):

@@ -89,6 +89,33 @@ def test_a_snapshot_reads_each_phase_when_it_is_first_looked_up_and_a_broken_one
         catalog.phases["p-z"]
 
 
+def test_a_snapshot_read_again_in_one_process_is_not_parsed_again_until_one_of_its_files_changes(
+        diamond_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specops_dag.workflow import catalog as catalogs
+
+    store = make_delivery(diamond_root)
+    state = store.read("d1")
+    parsed: list[str] = []
+    real = catalogs.yamlfile.safe_load
+    monkeypatch.setattr(catalogs.yamlfile, "safe_load",
+                        lambda text, *a, **k: parsed.append(text[:40]) or real(text, *a, **k))
+    first = ops.snapshot_catalog(store, state)
+    assert first.phases["p-a"].execution.goal == "Run p-a."
+    read = len(parsed)
+    assert read >= 2  # the workflow and the phase looked up
+    again = ops.snapshot_catalog(store, state)
+    assert again is first and again.phases["p-a"].execution.goal == "Run p-a."
+    assert len(parsed) == read
+    workflow = next((store.delivery_dir("d1") / "snapshot/workflows").glob("*.yaml"))
+    workflow.write_text(workflow.read_text().replace("kind: workflow", "kind: workflow  # edited"))
+    edited = ops.snapshot_catalog(store, state)
+    assert edited is not first and len(parsed) == read + 1
+    broken = store.delivery_dir("d1") / "snapshot/phases/p-a.yaml"
+    broken.write_text("kind: phase\nid: p-a\nexecution: [unclosed\n")
+    with pytest.raises(DefinitionError, match="p-a.yaml: invalid YAML"):
+        ops.snapshot_catalog(store, state).phases["p-a"]
+
+
 def test_threads_looking_up_one_snapshot_phase_at_once_all_get_it_read_once(
         diamond_root: Path) -> None:
     import threading
