@@ -144,15 +144,17 @@ def load_snapshot(root: Path, display_base: Path | None = None) -> Catalog:
         raise DefinitionError(loader.problems)
     catalog = Catalog(loader.workflows, SnapshotPhases(loader, root),
                       SkillGraph(edges=loader.edges), loader.sources, loader.validation)
-    while len(SNAPSHOTS) >= MAX_SNAPSHOTS:
-        SNAPSHOTS.pop(next(iter(SNAPSHOTS)), None)
-    SNAPSHOTS[key] = catalog
+    with SNAPSHOTS_LOCK:  # a fan-out's task threads read snapshots too
+        while len(SNAPSHOTS) >= MAX_SNAPSHOTS:
+            SNAPSHOTS.pop(next(iter(SNAPSHOTS)))
+        SNAPSHOTS[key] = catalog
     return catalog
 
 
 # Snapshot catalogs this process has read, by folder, display base and `snapshot_stamp`; the
 # definitions in them are frozen models and nothing changes a Catalog once it is made.
 SNAPSHOTS: dict[tuple, Catalog] = {}
+SNAPSHOTS_LOCK = threading.Lock()
 MAX_SNAPSHOTS = 8
 
 
