@@ -44,7 +44,7 @@ class SpecopsResource(dg.ConfigurableResource):
                  sessions: int | None = None) -> "StepOutcome":
         from specops_dag.execution.step import run_step
 
-        collector.tune()  # this process runs steps: the collector's walk must not grow with them
+        collector.tune()  # this process runs steps: tuned as the console script is
         return run_step(self.store(), delivery, node, workflow=workflow,
                         settings=self.agent_settings(), progress=progress, sessions=sessions)
 
