@@ -10,11 +10,21 @@ import json
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from specops_dag.delivery.model import SCHEMA_VERSION, Delivery, Index, IndexEntry, M, derive_status
+from specops_dag.delivery.model import (
+    SCHEMA_VERSION,
+    Delivery,
+    Event,
+    Index,
+    IndexEntry,
+    M,
+    Step,
+    derive_status,
+)
 from specops_dag.errors import StateError, UsageError
 from specops_dag.files import now_iso, write_bytes_atomic, write_json_atomic
 from specops_dag.locking import held, lock_holder  # noqa: F401 — lock_holder: part of this API
@@ -107,12 +117,21 @@ def check_delivery(state: Delivery, delivery: str, where: str) -> Delivery:
     return state
 
 
-# Per state file (its real path): the bytes a store of this process last wrote there and the
-# state parsed back from exactly those bytes (the check that what is written reads back as
-# valid), not yet handed to anyone. The next read that finds those same bytes, through any
-# `Store` of this process (a Dagster run makes one per step), takes it instead of parsing them
-# again — equal bytes parse to an equal state, whoever wrote them since.
-WRITTEN: dict[str, tuple[bytes, Delivery]] = {}
+# Per state file (its real path): the bytes a store of this process last wrote there and a state
+# equal to a fresh parse of exactly those bytes, not yet handed to anyone — parsed back from them
+# (`shared` False) or, after a transaction of one step, made of that step and the top level parsed
+# back from them and the other steps as the transaction left them (`shared` True: those objects
+# are also the transaction's caller's, see `Store.transaction`). The next read that finds those
+# same bytes, through any `Store` of this process (a Dagster run makes one per step), takes it
+# instead of parsing them again — equal bytes parse to an equal state, whoever wrote them since.
+@dataclass(frozen=True)
+class Written:
+    text: bytes
+    state: Delivery
+    shared: bool
+
+
+WRITTEN: dict[str, Written] = {}
 
 
 class Store:
@@ -135,18 +154,25 @@ class Store:
     def read(self, delivery: str) -> Delivery:
         return self._read(delivery)[0]
 
-    def _read(self, delivery: str) -> tuple[Delivery, bytes | None]:
+    def _read(self, delivery: str, step: str | None = None
+              ) -> tuple[Delivery, bytes | None]:
         """The state, and its bytes when they are exactly what `write` makes of it (the store's
-        own last write, found unchanged); None for a file written otherwise (by hand, say)."""
+        own last write, found unchanged); None for a file written otherwise (by hand, say). Only
+        a transaction of one step takes a state whose other steps are shared (see `transaction`);
+        any other reader gets a state of its own."""
         path = self.index_path(delivery)
         where = f"phases/{delivery}/index.json"
         if not path.is_file():
             raise UsageError(f"unknown delivery `{delivery}`: {where} not found; list deliveries "
                              "with `specops status` or create one with `specops new`")
         raw = read_capped(path, where)
-        written = WRITTEN.pop(os.path.realpath(path), None)  # atomic: one reader takes it, once
-        if written is not None and written[0] == raw:
-            return written[1], raw
+        key = os.path.realpath(path)
+        written = WRITTEN.get(key)
+        if written is not None and (step is not None or not written.shared) and \
+                WRITTEN.pop(key, None) is written and written.text == raw:  # one reader takes it
+            if written.shared:  # the step to change becomes this transaction's own object
+                own(written.state, raw, step)
+            return written.state, raw
         return check_delivery(parse_model(raw, where, Delivery), delivery, where), None
 
     def read_index(self) -> Index:
@@ -163,25 +189,37 @@ class Store:
             yield
 
     @contextlib.contextmanager
-    def transaction(self, delivery: str) -> Iterator[Delivery]:
+    def transaction(self, delivery: str, step: str | None = None) -> Iterator[Delivery]:
         """Read under the delivery's lock, let the caller change it, write it back atomically
         — only if it changed: a transaction that decides nothing (a completed step reused, a
-        step not runnable yet) leaves the files as they were."""
+        step not runnable yet) leaves the files as they were.
+
+        `step` names the one step the caller changes — with the top-level fields, new history
+        events and the steps that need it (the risk gate it raises): the transactions of one
+        step of a run. What it writes is still the whole state rendered, but only what changed
+        of those, the top level and the new events are parsed back; the other steps' bytes did
+        not change and the next such transaction is handed the same objects, so a step costs the
+        same at the 200th node as at the first. Any other change (another step, an event
+        rewritten: a caller changed state it was not handed to change) is refused before
+        anything is written."""
         if not self.exists(delivery):
             self.read(delivery)  # raises the "unknown delivery" error
         with self.lock(f"{delivery}/.lock", f"phases/{delivery}/index.json"):
-            state, before = self._read(delivery)
+            state, before = self._read(delivery, step)
             if before is None:  # serialised in Rust: cheap at any size
                 before = render(state)
+            events = len(state.history)
             yield state
             after = render(state)
             if after != before:
-                self.write(state, after)
+                self.write(state, after, Scope(step, before, events) if step else None)
 
-    def write(self, state: Delivery, text: bytes | None = None) -> None:
+    def write(self, state: Delivery, text: bytes | None = None,
+              scope: Scope | None = None) -> None:
         """Write `state` with its status derived and `updated_at` now. `text` is `render(state)`
         as it is (the transaction's change check): written as it is when neither field moves,
-        as for most writes of one step (`updated_at` counts whole seconds)."""
+        as for most writes of one step (`updated_at` counts whole seconds). `scope`: the
+        transaction of one step that made the change (see `transaction`)."""
         from specops_dag.delivery.queries import (  # standard library only, like this module's use
             delivery_status,
             state_problem,
@@ -195,14 +233,17 @@ class Store:
         path = self.index_path(state.phase)
         key = os.path.realpath(path)
         # What is written must read back as valid state: it is parsed back here (pydantic's
-        # Rust JSON, the collector paused), and that parse serves the next read of these bytes.
-        with collector_paused():
-            back = Delivery.model_validate_json(text)
+        # Rust JSON, the collector paused) — all of it, or the part a transaction of one step
+        # could have changed — and that parse serves the next read of these bytes.
+        back = scope.parse_back(state, text) if scope is not None else None
+        if back is None:
+            with collector_paused():
+                back = Delivery.model_validate_json(text)
         WRITTEN.pop(key, None)
         write_bytes_atomic(path, text)
         # kept only as a read would accept it; else the next read parses and says what is wrong
         if back.schema_version == SCHEMA_VERSION and state_problem(back, state.phase) is None:
-            WRITTEN[key] = (text, back)
+            WRITTEN[key] = Written(text, back, shared=scope is not None)
         self.update_index(state)
 
     def update_index(self, state: Delivery) -> None:
@@ -241,3 +282,119 @@ def restamped(text: bytes, status: str, updated_at: str) -> bytes | None:
 def render(state: Delivery) -> bytes:
     """The bytes of a state file: pydantic's own JSON, indented, with a final newline."""
     return state.__pydantic_serializer__.to_json(state, indent=2, by_alias=True) + b"\n"
+
+
+def own(state: Delivery, text: bytes, step: str | None) -> None:
+    """Replace `step` in `state` (parsed from `text` but for its shared steps) with a fresh parse
+    of its bytes, so that what the transaction changes is no one else's object."""
+    found = next((i for i, s in enumerate(state.steps) if s.name == step), None)
+    if found is not None:
+        span = step_span(text, state.steps[found])
+        if span is not None:
+            with collector_paused():
+                state.steps[found] = Step.model_validate_json(text[span[0]:span[1]])
+
+
+# Where `render`'s bytes hold what a transaction of one step changes, found from the layout
+# alone: a top-level key is the only line indented by two spaces, an item of a top-level array
+# begins and ends with the only lines indented by four, and no JSON string holds a raw newline —
+# so each mark below is found only where it is meant, and a step only by its own first lines.
+STEPS, HISTORY, ARRAY_END = b'\n  "steps": [', b'\n  "history": [', b"\n  ]"
+ITEM_END = b"\n    }"
+
+
+def step_span(text: bytes, step: Step) -> tuple[int, int] | None:
+    """Where `step`'s object is in `text` (the bytes of `render`), or None."""
+    mark = b'\n    {\n      "step": %d,\n      "name": %s,\n' % (
+        step.step, json.dumps(step.name).encode())
+    start = text.find(mark)
+    end = text.find(ITEM_END, start) if start >= 0 else -1
+    return None if end < 0 else (start + 1, end + len(ITEM_END))
+
+
+def regions(text: bytes) -> tuple[int, int, int, int] | None:
+    """The spans inside the steps array's brackets and the history array's, or None."""
+    start = text.find(STEPS)
+    if start < 0:
+        return None
+    start += len(STEPS)
+    end = text.find(ARRAY_END + b"," + HISTORY, start)
+    if end < 0 or text[start:start + 1] == b"]":
+        return None
+    first = end + len(ARRAY_END) + 1 + len(HISTORY)
+    last = first if text[first:first + 1] == b"]" else text.find(ARRAY_END, first)
+    return None if last < 0 else (start, end, first, last)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A transaction of one step: its name, the bytes it started from and how many history
+    events there were."""
+    step: str
+    before: bytes
+    events: int
+
+    def parse_back(self, state: Delivery, text: bytes) -> Delivery | None:
+        """The state `text` holds, parsed back where this transaction could have changed it: the
+        top level, this step, the steps that need it whose bytes changed and the events it
+        added; the other steps are `state`'s own objects, whose bytes did not change. None when
+        `text` or the change does not fit that shape (the caller parses all of it back, which
+        also names what is invalid). Raises a StateError for a change outside those steps or
+        the history's end (nothing is written)."""
+        from pydantic import TypeAdapter, ValidationError
+
+        old, new = regions(self.before), regions(text)
+        if old is None or new is None:
+            return None
+        allowed = [i for i, s in enumerate(state.steps)
+                   if s.name == self.step or self.step in s.needs]
+        spans = [(step_span(self.before, state.steps[i]), step_span(text, state.steps[i]))
+                 for i in allowed]
+        if any(a is None or b is None for a, b in spans):
+            return None
+        # the bytes between the allowed steps are equal: no other step changed
+        cuts_old = [old[0], *(x for o, _ in spans for x in o), old[1]]
+        cuts_new = [new[0], *(x for _, n in spans for x in n), new[1]]
+        if sorted(cuts_old) != cuts_old or sorted(cuts_new) != cuts_new:
+            return None
+        for k in range(0, len(cuts_old), 2):
+            if self.before[cuts_old[k]:cuts_old[k + 1]] != text[cuts_new[k]:cuts_new[k + 1]]:
+                raise StateError(f"phases/{state.phase}/index.json: {self.stray(state, text)} "
+                                 f"changed in a transaction of step `{self.step}`, which may "
+                                 "change only that step and the steps that need it; nothing "
+                                 "was written (a defect of specops: report it)")
+        kept, added = self.before[old[2]:old[3]], text[new[2]:new[3]]
+        if not added.startswith(kept) or (kept and added[len(kept):len(kept) + 1] not in (
+                b"", b",")):
+            raise StateError(f"phases/{state.phase}/index.json: history: an event was changed "
+                             f"or removed in a transaction of step `{self.step}`; history is "
+                             "append-only and nothing was written (a defect of specops: report "
+                             "it)")
+        fresh = added[len(kept) + 1 if kept else 0:]
+        shell = text[:new[0]] + text[new[1]:new[2]] + text[new[3]:]
+        steps = list(state.steps)
+        try:
+            with collector_paused():
+                back = Delivery.model_validate_json(shell)
+                for i, ((a, b), (c, d)) in zip(allowed, spans, strict=True):
+                    if state.steps[i].name == self.step or self.before[a:b] != text[c:d]:
+                        steps[i] = Step.model_validate_json(text[c:d])
+                events = TypeAdapter(list[Event]).validate_json(
+                    b"[" + fresh + b"\n]") if fresh else []
+        except ValidationError:
+            return None
+        if len(state.history) != self.events + len(events):
+            return None
+        back.steps = steps
+        back.history = state.history[:self.events] + events
+        return back
+
+    def stray(self, state: Delivery, text: bytes) -> str:
+        """The first step whose bytes changed outside this transaction's scope, as `steps[i]
+        (`name`)` (the error path: each step is looked up on its own)."""
+        for i, step in enumerate(state.steps):
+            a, b = step_span(self.before, step) or (0, 0)
+            c, d = step_span(text, step) or (0, 0)
+            if self.before[a:b] != text[c:d]:
+                return f"steps[{i}] (`{step.name}`)"
+        return "a step"

@@ -182,7 +182,7 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
                max_attempts: int, settings: AgentSettings
                ) -> tuple[Delivery, Catalog] | StepOutcome:
     """Under the lock: decide whether the step runs now and, if so, mark it running for us."""
-    with store.transaction(delivery) as state:
+    with store.transaction(delivery, node) as state:
         if workflow is not None and state.workflow != workflow:
             raise UsageError(f"delivery `{delivery}` runs workflow `{state.workflow}`, not "
                              f"`{workflow}`; launch `{state.workflow.replace('-', '_')}_job`")
@@ -504,7 +504,7 @@ def finish_attempt(store: Store, delivery: str, node: str, result: AttemptResult
 def commit_metadata(store: Store, delivery: str, node: str) -> Delivery:
     """The step's metadata commit on feat-<d>, under the delivery lock: nodes running at once
     merge into and commit on the one delivery worktree in turn. Returns the state as written."""
-    with store.transaction(delivery) as state:
+    with store.transaction(delivery, node) as state:
         if not state.worktree:
             return state
         step = state.get_step(node)
@@ -525,7 +525,7 @@ def commit_metadata(store: Store, delivery: str, node: str) -> Delivery:
 def _record(store: Store, delivery: str, node: str, result: AttemptResult,
             final: bool, ended: AttemptRecord | None = None,
             settings: AgentSettings | None = None) -> bool:
-    with store.transaction(delivery) as state:
+    with store.transaction(delivery, node) as state:
         step = state.get_step(node)
         if step.status != "running" or step.owner is None or step.owner.pid != current_owner().pid:
             state.log("attempt result dropped", node, "the step was reopened or taken over "

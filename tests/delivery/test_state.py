@@ -538,6 +538,63 @@ def test_a_state_the_store_wrote_reads_back_equal_to_a_fresh_parse_of_its_file(
     assert again.history[-1].event == "a change to write"
 
 
+def test_a_transaction_of_one_step_parses_back_only_that_step_and_reads_equal_to_a_fresh_parse(
+        diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    with store.transaction("d1", "a") as state:
+        state.log("first")
+    with store.transaction("d1", "a") as state:
+        kept = {s.name: s for s in state.steps}
+        state.move(state.get_step("a"), "running", "run")
+    with store.transaction("d1", "a") as again:
+        assert again == Store(diamond_root).read("d1")
+        assert [again.get_step(n) is kept[n] for n in "abcd"] == [False, True, True, True]
+        assert again.get_step("a").status == "running"
+        assert [e.event for e in again.history][-2:] == ["first", "pending->running"]
+
+
+def test_a_transaction_of_one_step_that_changed_another_step_writes_nothing(
+        diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    before = store.index_path("d1").read_bytes()
+    with pytest.raises(StateError) as info, store.transaction("d1", "b") as state:
+        state.get_step("d").summary = "d needs b: b's transaction may change it"
+        state.get_step("c").summary = "not b's to change"
+    assert info.value.message == (
+        "phases/d1/index.json: steps[2] (`c`) changed in a transaction of step `b`, which may "
+        "change only that step and the steps that need it; nothing was written (a defect of "
+        "specops: report it)")
+    assert store.index_path("d1").read_bytes() == before
+
+
+def test_a_state_changed_after_its_transaction_is_never_written_by_the_next_one(
+        diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    with store.transaction("d1", "a") as held:
+        held.log("written")
+    held.get_step("d").summary = "changed by a caller after the transaction ended"
+    before = store.index_path("d1").read_bytes()
+    with pytest.raises(StateError) as info, store.transaction("d1", "a") as state:
+        state.log("the next transaction")
+    assert info.value.message.startswith("phases/d1/index.json: steps[3] (`d`) changed in a "
+                                         "transaction of step `a`")
+    assert store.index_path("d1").read_bytes() == before
+    assert Store(diamond_root).read("d1").get_step("d").summary is None
+
+
+def test_a_transaction_of_one_step_that_rewrote_history_writes_nothing(
+        diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    before = store.index_path("d1").read_bytes()
+    with pytest.raises(StateError) as info, store.transaction("d1", "a") as state:
+        state.history[0] = state.history[0].model_copy(update={"detail": "rewritten"})
+    assert info.value.message == (
+        "phases/d1/index.json: history: an event was changed or removed in a transaction of "
+        "step `a`; history is append-only and nothing was written (a defect of specops: report "
+        "it)")
+    assert store.index_path("d1").read_bytes() == before
+
+
 def test_a_state_changed_by_another_writer_after_the_stores_own_write_is_read_anew(
         diamond_root: Path) -> None:
     store = make_delivery(diamond_root)
