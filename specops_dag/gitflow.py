@@ -317,7 +317,10 @@ def numstat(worktree: Path, base: str, rev: str) -> str:
 
 
 def head(worktree: Path) -> str:
-    return _git().Repo(worktree).head.commit.hexsha
+    """HEAD's commit. Closed at once: GitPython keeps a `git cat-file` process per repository
+    object, which a run of many steps would otherwise leave running until the collector frees it."""
+    with _git().Repo(worktree) as repo:
+        return repo.head.commit.hexsha
 
 
 def product_changes(worktree: Path, since: str | None = None) -> list[str]:

@@ -7,15 +7,17 @@ are snapshotted first because tools may start their own sessions. `Background` s
 the same way for a caller that talks to it while it runs (an application under QA).
 
 No child outlives us however we end (issue #22): each child starts in its own session with a
-small reaper beside it (`REAPER`, in a session of its own) that holds the read end of a pipe only
-we write to. When we exit, are killed or close it after the child ended, the reaper wakes and
-ends every process left in the child's session and their descendants. A Dagster multiprocess
+small reaper beside it (`REAPER`, in a session of its own, started first) that holds the read
+end of a pipe only we write to; we write the child's session to it as soon as the child exists.
+When we exit, are killed or close it after the child ended, the reaper wakes and ends every
+process left in the child's session and their descendants. Children start without a `preexec_fn`
+(so Python spawns them with vfork, not fork: a fork copies the page tables of a step worker that
+grows along a long run and makes each page it writes next fault once). A Dagster multiprocess
 step worker also ends itself when the run process that started it is gone (`end_with_run`).
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -29,20 +31,22 @@ from pathlib import Path
 from specops_dag.errors import ToolMissing
 
 KILL_GRACE_S = 2.0
-PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
-# Run by `python -I -S -c REAPER <session> <fd>`: block until the pipe closes, then SIGTERM and
-# (after the grace) SIGKILL every process of the session and their descendants.
+# Run by `python -I -S -c REAPER <fd>`: read the child's session (a line) and block until the
+# pipe closes, then SIGTERM and (after the grace) SIGKILL every process of the session and their
+# descendants. A pipe closed before a session was written: no child was started.
 REAPER = r"""
 import os, signal, sys, time
-sid, fd = int(sys.argv[1]), int(sys.argv[2])
+fd, given = int(sys.argv[1]), b""
 try:
-    while os.read(fd, 1):
-        pass
+    while chunk := os.read(fd, 64):
+        given += chunk
 except OSError:
     pass
+if not given.split(b"\n")[0].isdigit():
+    sys.exit(0)
+sid = int(given.split(b"\n")[0])
 
 def left():
     parents, members = {}, set()
@@ -81,12 +85,13 @@ for sig, grace in ((signal.SIGTERM, %(grace)r), (signal.SIGKILL, %(grace)r)):
 """
 
 
-def _start_reaper(session: int) -> int:
-    """Start the reaper for `session`; return the write end of its pipe (close it to fire)."""
+def _start_reaper() -> int:
+    """Start a reaper; return the write end of its pipe (write the child's session to it, then
+    close it to fire)."""
     read, write = os.pipe()
     try:
         subprocess.Popen([sys.executable, "-I", "-S", "-c", REAPER % {"grace": KILL_GRACE_S},
-                          str(session), str(read)], pass_fds=(read,), start_new_session=True,
+                          str(read)], pass_fds=(read,), start_new_session=True,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, cwd="/")
     finally:
@@ -129,11 +134,17 @@ def end_with_run() -> None:
 _WATCHING = False
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM if our process dies (e.g. a SIGKILLed Dagster run),
-    so no agent outlives the run that started it (codex then ends its own sandboxed tools)."""
-    if _LIBC is not None:
-        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+def _watched_spawn(argv: list[str], cwd: Path, env: dict[str, str] | None, fout, ferr,
+                   piped: bool = False) -> tuple[subprocess.Popen, int]:
+    """The child started with its reaper already beside it, and the reaper's pipe."""
+    reaper = _start_reaper()
+    try:
+        proc = _spawn(argv, cwd, env, fout, ferr, piped)
+    except BaseException:
+        os.close(reaper)  # no child: the reaper reads no session and ends
+        raise
+    os.write(reaper, b"%d\n" % proc.pid)
+    return proc, reaper
 
 
 @dataclass(frozen=True)
@@ -192,8 +203,8 @@ def run_process(
         err.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         with open(out, "wb") as fout, open(err, "wb") as ferr:
-            proc = _spawn(argv, cwd, env, fout, ferr, piped=stdin_data is not None)
-            reaper = _start_reaper(proc.pid)
+            proc, reaper = _watched_spawn(argv, cwd, env, fout, ferr,
+                                          piped=stdin_data is not None)
             try:
                 if stdin_data is not None:
                     _feed(proc, stdin_data)
@@ -212,12 +223,12 @@ def run_process(
 
 def _spawn(argv: list[str], cwd: Path, env: dict[str, str] | None, fout, ferr,
            piped: bool = False) -> subprocess.Popen:
-    """The one Popen: argv list, own session, output to files, dies with its parent."""
+    """The one Popen: argv list, own session, output to files (its reaper ends it with us)."""
     try:
         return subprocess.Popen(
             argv, cwd=cwd, env=env, stdout=fout, stderr=ferr,
             stdin=subprocess.PIPE if piped else subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=_die_with_parent)
+            start_new_session=True)
     except FileNotFoundError as e:
         raise ToolMissing(f"`{argv[0]}` not found (cwd {cwd}); install it or fix "
                           "the command") from e
@@ -242,8 +253,8 @@ class Background:
         stderr_path.parent.mkdir(parents=True, exist_ok=True)
         self.started = time.monotonic()
         with open(stdout_path, "wb") as fout, open(stderr_path, "wb") as ferr:
-            self.proc = _spawn(argv, cwd, env, fout, ferr)
-        self._reaper: int | None = _start_reaper(self.proc.pid)
+            self.proc, reaper = _watched_spawn(argv, cwd, env, fout, ferr)
+        self._reaper: int | None = reaper
         self.timed_out = False
         self._lock = threading.Lock()
         self._result: ProcessResult | None = None

@@ -99,3 +99,34 @@ def test_a_child_busy_past_busy_timeout_s_is_killed_with_its_whole_tree(tmp_path
     assert result.duration_s < 10
     grandchild = int(pid_file.read_text())
     assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"
+
+
+def test_a_program_that_cannot_start_leaves_no_reaper_running(tmp_path: Path) -> None:
+    me = psutil.Process()
+    before = {c.pid for c in me.children(recursive=True)}
+    with pytest.raises(ToolMissing):
+        run_process([str(tmp_path / "no-such-tool")], cwd=tmp_path, deadline_s=5)
+    until = time.monotonic() + 5
+    while time.monotonic() < until:
+        left = [c for c in me.children(recursive=True) if c.pid not in before
+                and c.status() != psutil.STATUS_ZOMBIE]
+        if not left:
+            break
+        time.sleep(0.05)
+    assert left == []
+
+
+def test_a_child_is_spawned_without_a_preexec_hook_so_python_can_use_vfork(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    seen = []
+    real = subprocess.Popen.__init__
+
+    def record(self, *args, **kwargs):
+        seen.append(kwargs.get("preexec_fn"))
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", record)
+    assert run_process([sys.executable, "-c", "pass"], cwd=tmp_path, deadline_s=10).exit_code == 0
+    assert seen == [None, None]  # the reaper, then the child

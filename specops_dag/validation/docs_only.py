@@ -68,8 +68,8 @@ def docs_only_change(target: Path, base_commit: str | None, delivery: str) -> Do
     import git  # GitPython loads on first use: the code location imports this module
 
     try:
-        repo = git.Repo(target)
-        paths = changed_paths(repo, base_commit)
+        with git.Repo(target) as repo:  # closed: no `git cat-file` process outlives the check
+            paths = changed_paths(repo, base_commit)
     except (git.GitError, ValueError) as err:
         return DocsDecision(False, f"git could not list the change ({type(err).__name__}: "
                             f"{str(err).strip().splitlines()[0] if str(err).strip() else ''})")

@@ -66,6 +66,19 @@ def test_each_step_lands_as_a_product_commit_and_a_metadata_commit_on_its_branch
     assert state.get_step("b").base_commit == state.get_step("a").commits["metadata"]
 
 
+def test_steps_run_one_after_another_in_one_process_leave_no_git_process_running(
+        tmp_path: Path, calls: Path) -> None:
+    import psutil
+
+    root, _ = git_harness(tmp_path)
+    store = new(root)
+    me = psutil.Process()
+    before = {c.pid for c in me.children(recursive=True)}
+    assert run_all(store) == ["completed"] * 4
+    assert [" ".join(c.cmdline()) for c in me.children(recursive=True)
+            if c.pid not in before] == []
+
+
 def test_a_dirty_worktree_blocks_the_next_step_as_a_write_conflict(tmp_path: Path,
                                                                    calls: Path) -> None:
     root, _ = git_harness(tmp_path)
