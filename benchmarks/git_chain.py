@@ -5,7 +5,9 @@
      time between consecutive steps' starts: the mean of the last 20 nodes over the mean of the
      first 20 (target <= 1.1: cost does not grow with position). The starts are the run's
      STEP_START events (Dagster's float timestamps): the step records' `started_at` is whole
-     seconds, up to 1 s / 20 off on a mean of nodes of half a second, and is printed beside;
+     seconds, up to 1 s / 20 off on a mean of nodes of half a second, and is printed beside,
+     and so is the mean of every 20-node window along the chain (a growth is a trend; a host
+     that changes speed meanwhile shows as jumps);
   B. `specops run` of the completed delivery over its first run (target <= 5 %);
   C. a losing concurrent `specops run` (another holds the delivery's run lock) over the
      interpreter's own start, `python -c pass` (target <= 10), with no Dagster import.
@@ -86,6 +88,13 @@ def head_tail(starts: list[float]) -> tuple[float, float]:
     return statistics.mean(costs[:20]), statistics.mean(costs[-20:])
 
 
+def windows(starts: list[float]) -> list[float]:
+    """The mean time between consecutive starts in each window of 20 nodes, in chain order: a
+    growth shows as a trend, a machine that speeds up or slows down as a jump."""
+    costs = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    return [statistics.mean(costs[i:i + 20]) for i in range(0, len(costs), 20)]
+
+
 def side_by_side(root: Path, rounds: int = 7) -> tuple[float, float]:
     """Median seconds of one step at the chain's end and one at its start, run alternately in
     this process (A' above); the process tunes its collector as a run's step worker does."""
@@ -132,7 +141,8 @@ def main() -> None:
         from specops_dag.delivery.store import Store
 
         steps = Store(root).read("c1").steps
-        head, tail = head_tail(step_starts(work / "dagster_home"))
+        starts = step_starts(work / "dagster_home")
+        head, tail = head_tail(starts)
         whole = head_tail([dt.datetime.fromisoformat(s.started_at).timestamp() for s in steps])
         again_s, code = timed(run, env, root)
         assert code == 0, "the re-run did not exit 0"
@@ -150,6 +160,7 @@ def main() -> None:
         print(f"{N}-node git chain: per-node cost first 20 {head:.3f} s, last 20 {tail:.3f} s, "
               f"ratio {tail / head:.2f} (target <= 1.1; from the step records' whole seconds: "
               f"{whole[0]:.2f} s, {whole[1]:.2f} s, ratio {whole[1] / whole[0]:.2f})")
+        print("  per 20-node window: " + ", ".join(f"{w:.3f}" for w in windows(starts)) + " s")
         print(f"side by side: a step at node {N - 1} {late:.3f} s / at node 19 {early:.3f} s = "
               f"{late / early:.2f}, {(late - early) * 1000:.0f} ms more (median of 7 each, "
               "alternating, without Dagster's own cost between steps; the same target)")
