@@ -44,9 +44,10 @@ try:
         given += chunk
 except OSError:
     pass
-if not given.split(b"\n")[0].isdigit():
+session = given.split(b"\n")[0]
+if not session.isdigit():
     sys.exit(0)
-sid = int(given.split(b"\n")[0])
+sid = int(session)
 
 def left():
     parents, members = {}, set()

@@ -5,6 +5,7 @@ transactions over `phases/`. Nothing here knows Dagster or how a step runs."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import json
 import os
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from specops_dag.delivery.model import (
     SCHEMA_VERSION,
@@ -326,6 +327,12 @@ def regions(text: bytes) -> tuple[int, int, int, int] | None:
     return None if last < 0 else (start, end, first, last)
 
 
+@functools.cache
+def event_list() -> TypeAdapter[list[Event]]:
+    """The validator of a list of history events, built once, on the first use."""
+    return TypeAdapter(list[Event])
+
+
 @dataclass(frozen=True)
 class Scope:
     """A transaction of one step: its name, the bytes it started from and how many history
@@ -341,8 +348,6 @@ class Scope:
         `text` or the change does not fit that shape (the caller parses all of it back, which
         also names what is invalid). Raises a StateError for a change outside those steps or
         the history's end (nothing is written)."""
-        from pydantic import TypeAdapter, ValidationError
-
         old, new = regions(self.before), regions(text)
         if old is None or new is None:
             return None
@@ -379,8 +384,7 @@ class Scope:
                 for i, ((a, b), (c, d)) in zip(allowed, spans, strict=True):
                     if state.steps[i].name == self.step or self.before[a:b] != text[c:d]:
                         steps[i] = Step.model_validate_json(text[c:d])
-                events = TypeAdapter(list[Event]).validate_json(
-                    b"[" + fresh + b"\n]") if fresh else []
+                events = event_list().validate_json(b"[" + fresh + b"\n]") if fresh else []
         except ValidationError:
             return None
         if len(state.history) != self.events + len(events):
