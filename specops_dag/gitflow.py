@@ -130,12 +130,19 @@ class MergeConflict:
     paths: list[str]
 
 
+# Git's automatic maintenance, which `git merge` and `git commit` start after their work: off for
+# specops's own commands, so none packs the user's repository during a step or, detached
+# (git's default), after it.
+NO_MAINTENANCE = ("-c", "maintenance.auto=false", "-c", "gc.auto=0")
+
+
 def _merge_git(worktree: Path):
     env = {**os.environ, **IDENTITY}
 
     def git(*args: str):
         return run_process(["git", "-C", str(worktree), "-c", "core.hooksPath=/dev/null",
-                            "-c", "commit.gpgsign=false", *args], cwd=worktree, env=env,
+                            "-c", "commit.gpgsign=false", *NO_MAINTENANCE, *args],
+                           cwd=worktree, env=env,
                            deadline_s=GIT_DEADLINE_S)
 
     return git
@@ -369,22 +376,22 @@ def commit_product(worktree: Path, delivery: str, node: str, attempt: int) -> st
 
 
 def commit_metadata(worktree: Path, delivery_dir: Path, delivery: str, node: str,
-                    attempt: int, since: str | None = None) -> str | None:
+                    attempt: int, since: str | None = None,
+                    others: frozenset[str] = frozenset()) -> str | None:
     """Copy what changed in the delivery folder into the worktree and commit it with
     docs/phase/<d>/. Only files that are new or differ (size or mtime; copies keep the source's
-    mtime) are copied and added, so a commit costs the same at the 200th node as at the first."""
+    mtime) are copied and added, and the folders of `others` (the delivery's other nodes, each
+    committed by its own steps) are not looked at: a commit costs the same at the 200th node of a
+    delivery as at the first."""
     repo = _git().Repo(worktree)
     message = f"[{delivery}] {node} attempt {attempt}: metadata"
     changed = [f"phases/{delivery}/{rel}"
-               for rel in sync_tree(delivery_dir, worktree / "phases" / delivery)]
+               for rel in sync_tree(delivery_dir, worktree / "phases" / delivery, skip=others)]
     if (worktree / "docs" / "phase" / delivery).exists():
         changed.append(f"docs/phase/{delivery}")
     if changed:
         _add_literal(repo, changed, force=True)  # force: a harness root's exclude names /phases/
-    if not changed or repo.git.execute(["git", "diff", "--cached", "--quiet"],
-                                       with_extended_output=True, with_exceptions=False)[0] == 0:
-        return made_before(repo, message, since)
-    return _commit(repo, message)
+    return (_commit(repo, message) if changed else None) or made_before(repo, message, since)
 
 
 def made_before(repo, message: str, since: str | None) -> str | None:
@@ -396,24 +403,25 @@ def made_before(repo, message: str, since: str | None) -> str | None:
                         *scope).strip() or None
 
 
-def sync_tree(src: Path, dest: Path) -> list[str]:
+def sync_tree(src: Path, dest: Path, skip: frozenset[str] = frozenset()) -> list[str]:
     """Copy the files of `src` that are missing or differ in `dest` (size or mtime; skipping
-    scratch files and transcripts, which are never committed); return their relative POSIX paths,
-    folder by folder in name order. A delivery folder holds a few files per node and each is
-    looked at on every metadata commit, so this walks with `os.scandir` and plain strings."""
+    scratch files and transcripts, which are never committed, and the folders of `src` named in
+    `skip`); return their relative POSIX paths, folder by folder in name order. It walks with
+    `os.scandir` and plain strings: each file looked at costs a stat on each side."""
     copied: list[str] = []
-    _sync_folder(os.fspath(src), os.fspath(dest), "", copied)
+    _sync_folder(os.fspath(src), os.fspath(dest), "", copied, skip)
     return copied
 
 
-def _sync_folder(src: str, dest: str, rel: str, copied: list[str]) -> None:
+def _sync_folder(src: str, dest: str, rel: str, copied: list[str],
+                 skip: frozenset[str] = frozenset()) -> None:
     with os.scandir(src) as it:
         entries = sorted(it, key=lambda e: e.name)
     folders = []
     for entry in entries:
         name = entry.name
         if entry.is_dir():
-            if name not in SCRATCH and not name.startswith(".attempt-"):
+            if name not in SCRATCH and name not in skip and not name.startswith(".attempt-"):
                 folders.append(entry)
             continue
         if name in SCRATCH or TRANSCRIPT.fullmatch(name):
@@ -444,13 +452,22 @@ def _add_literal(repo, paths: list[str], force: bool = False) -> None:
         listing.unlink(missing_ok=True)
 
 
-def _commit(repo, message: str) -> str:
-    """Commit the index as specops (git's own commit: no Python-side tree building, no hooks of
-    the target repository, no signing prompt); return the new commit's SHA."""
-    repo.git.execute(["git", "-c", "commit.gpgsign=false", "-c", "core.hooksPath=/dev/null",
-                      "commit", "-q", "--no-verify",
-                      "--allow-empty-message", "-m", message], env={**os.environ, **IDENTITY})
-    return repo.git.execute(["git", "rev-parse", "HEAD"]).strip()
+def _commit(repo, message: str) -> str | None:
+    """Commit the index on HEAD as specops; None when it holds nothing new (its tree is HEAD's).
+    Git's plumbing: `write-tree`, `commit-tree` (no hook of the target repository, no signing
+    prompt) and `update-ref` of HEAD's branch from the HEAD it was made on, so a branch that moved
+    meanwhile fails the commit instead of losing the other work. Unlike `git commit` it does not
+    stat every tracked file again (`git add` just did, for what changed) nor start `git
+    maintenance`: a commit costs the same at the 200th node of a delivery as at the first."""
+    tree = repo.git.execute(["git", "write-tree"]).strip()
+    parent, parent_tree = repo.git.execute(["git", "rev-parse", "HEAD", "HEAD^{tree}"]).split()
+    if tree == parent_tree:
+        return None
+    commit = repo.git.execute(["git", "-c", "commit.gpgsign=false", "commit-tree", tree,
+                               "-p", parent, "-m", message],
+                              env={**os.environ, **IDENTITY}).strip()
+    repo.git.execute(["git", "update-ref", "-m", f"commit: {message}", "HEAD", commit, parent])
+    return commit
 
 
 def push(worktree: Path, delivery: str) -> str:

@@ -503,15 +503,18 @@ def finish_attempt(store: Store, delivery: str, node: str, result: AttemptResult
 
 def commit_metadata(store: Store, delivery: str, node: str) -> Delivery:
     """The step's metadata commit on feat-<d>, under the delivery lock: nodes running at once
-    merge into and commit on the one delivery worktree in turn. Returns the state as written."""
+    merge into and commit on the one delivery worktree in turn. It holds what changed in the
+    delivery's own files and in the node's folder; another node's folder is committed by that
+    node's steps. Returns the state as written."""
     with store.transaction(delivery, node) as state:
         if not state.worktree:
             return state
         step = state.get_step(node)
         tree = workdir(store, state)
         try:
-            sha = gitflow.commit_metadata(tree, store.delivery_dir(delivery), delivery, node,
-                                          step.attempts, step.base_commit)
+            sha = gitflow.commit_metadata(
+                tree, store.delivery_dir(delivery), delivery, node, step.attempts,
+                step.base_commit, others=frozenset(s.name for s in state.steps) - {node})
         except _git_error() as err:  # the step is completed; the next run commits again
             raise gitflow.GitError(f"the metadata commit of `{node}` failed, the step stays "
                                    f"completed and the next `specops run {delivery}` commits "

@@ -79,6 +79,46 @@ def test_steps_run_one_after_another_in_one_process_leave_no_git_process_running
             if c.pid not in before] == []
 
 
+
+def test_specops_commits_start_no_git_maintenance_so_no_gc_runs_during_or_after_a_step(
+        tmp_path: Path, calls: Path) -> None:
+    import hashlib
+
+    root, _ = git_harness(tmp_path)
+    repo = git.Repo(root)
+    # `gc.auto=1`: git's auto maintenance, which `git commit` starts, would pack these three
+    # loose objects (it samples objects/17/), here at once, by default detached from the step
+    repo.git.config("gc.auto", "1")
+    repo.git.config("gc.autoDetach", "false")
+    seeded, i = 0, 0
+    while seeded < 3:
+        data, i = f"loose {i}\n", i + 1
+        if hashlib.sha1(f"blob {len(data)}\0{data}".encode()).hexdigest().startswith("17"):
+            blob = tmp_path / "loose.txt"
+            blob.write_text(data)
+            repo.git.hash_object("-w", str(blob))
+            seeded += 1
+    store = new(root)
+    assert run_all(store) == ["completed"] * 4
+    assert len(store.read("d1").get_step("d").commits) == 2
+    assert "packs: 0" in repo.git.count_objects("-v").splitlines()
+
+
+def test_a_metadata_commit_holds_the_delivery_files_and_its_own_node_folder_only(
+        tmp_path: Path, calls: Path) -> None:
+    root, _ = git_harness(tmp_path)
+    repo = git.Repo(root)
+    store = new(root)
+    assert run_step(store, "d1", "a").status == "completed"
+    # a file of `a`'s folder changed after `a` completed (by hand) is not `b`'s to commit
+    (root / "phases/d1/a/out.txt").write_text("edited by hand")
+    (root / "phases/d1/a/notes.md").write_text("a note\n")
+    assert run_step(store, "d1", "b").status == "completed"
+    b = store.read("d1").get_step("b")
+    assert commit_paths(repo, b.commits["metadata"]) == [
+        "docs/phase/d1/b.md", "phases/d1/b/evidence.json", "phases/d1/b/out.txt",
+        "phases/d1/index.json"]
+
 def test_a_dirty_worktree_blocks_the_next_step_as_a_write_conflict(tmp_path: Path,
                                                                    calls: Path) -> None:
     root, _ = git_harness(tmp_path)

@@ -178,7 +178,7 @@ def test_a_metadata_commit_interrupted_after_completion_is_made_on_the_next_run(
     root, store = git_delivery(tmp_path, monkeypatch)
     real = gitflow.commit_metadata
 
-    def killed(*args: object) -> None:
+    def killed(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt  # the run dies between completion and the metadata commit
 
     monkeypatch.setattr(gitflow, "commit_metadata", killed)
@@ -205,8 +205,8 @@ def test_a_run_killed_after_the_metadata_commit_but_before_its_sha_was_recorded_
 
     real, made = gitflow.commit_metadata, []
 
-    def committed_then_killed(*args: object) -> None:
-        made.append(real(*args))  # the commit lands; the run dies before recording its SHA
+    def committed_then_killed(*args: object, **kwargs: object) -> None:
+        made.append(real(*args, **kwargs))  # the commit lands; the run dies before recording its SHA
         raise KeyboardInterrupt
 
     monkeypatch.setattr(gitflow, "commit_metadata", committed_then_killed)
@@ -234,7 +234,7 @@ def test_a_failed_metadata_commit_fails_the_step_visibly_and_the_next_run_retrie
 
     real = gitflow.commit_metadata
 
-    def refused(*args: object) -> None:
+    def refused(*args: object, **kwargs: object) -> None:
         raise git.GitCommandError(["git", "add"], 128, b"fatal: Unable to create index.lock")
 
     monkeypatch.setattr(gitflow, "commit_metadata", refused)
