@@ -12,8 +12,15 @@
   C. a losing concurrent `specops run` (another holds the delivery's run lock) over the
      interpreter's own start, `python -c pass` (target <= 10), with no Dagster import.
 A's first and last 20 nodes run minutes apart, so a machine that speeds up or slows down meanwhile
-(a shared host) moves A by as much as the growth it measures. Beside it, the same question side
-by side:
+(a shared host) moves A by as much as the growth it measures; beside A, the CPU time of the run
+worker per node (its own and its children's, sampled from /proc), which tracks A's wall time when
+it is the host's speed that changes. The same question, at the same time:
+  A''. the last 20 nodes of the completed chain (reopened at node N-20 and run again: the product
+     file differs at every run, so each makes both commits) and the first nodes of a new delivery
+     of the same workflow, as two `specops run`s at once: the mean time between consecutive step
+     starts of each while both ran (the new delivery's run is then killed; the reaper beside its
+     `dagster job execute` ends its tree). Dagster's own cost between steps is in it.
+And side by side:
   A'. one step at the end of the completed chain (node N-1, its state holding N completed steps)
      against one at its start (node 19 of a second delivery of the same workflow, 20 steps
      completed), each reopened and run again with `run_step` in this process, alternately, 7
@@ -41,9 +48,10 @@ sys.path.insert(0, str(REPO))
 from benchmarks import compile_package  # noqa: E402
 
 N = int(os.environ.get("BENCH_N", "200"))
-WRITE = ("[python3, -c, \"import os,pathlib; n=os.environ['SPECOPS_NODE']; "
+# The product file differs at every run of a node (a re-run of a reopened node commits too).
+WRITE = ("[python3, -c, \"import os,pathlib,time; n=os.environ['SPECOPS_NODE']; "
          "pathlib.Path('src').mkdir(exist_ok=True); "
-         "pathlib.Path('src', n + '.txt').write_text(n + chr(10)); "
+         "pathlib.Path('src', n + '.txt').write_text(n + str(time.time()) + chr(10)); "
          "pathlib.Path(os.environ['SPECOPS_NODE_DIR'], 'out.txt').write_text(n)\"]")
 
 
@@ -71,14 +79,14 @@ def harness(root: Path) -> None:
         subprocess.run(argv, cwd=root, env=env, check=True, stdin=subprocess.DEVNULL)
 
 
-def step_starts(home: Path) -> list[float]:
-    """When each step of the (only) run started, in run order: its STEP_START events."""
+def step_starts(home: Path, delivery: str = "c1") -> list[float]:
+    """When each step of the delivery's last run started, in run order: its STEP_START events."""
     import dagster as dg
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        (run,) = instance.get_runs()
-        events = instance.get_records_for_run(run.run_id,
-                                              of_type=dg.DagsterEventType.STEP_START).records
+        run = instance.get_runs(dg.RunsFilter(tags={"dagster/partition": delivery}), limit=1)[0]
+        events = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_START,
+                                              limit=10_000).records
         return [e.event_log_entry.timestamp for e in events]
 
 
@@ -86,6 +94,41 @@ def head_tail(starts: list[float]) -> tuple[float, float]:
     """The mean time between consecutive starts over the first 20 nodes and the last 20."""
     costs = [b - a for a, b in zip(starts, starts[1:], strict=False)]
     return statistics.mean(costs[:20]), statistics.mean(costs[-20:])
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time of process `pid` and of its children it has waited for (user and system, from
+    /proc/<pid>/stat), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def run_worker_cpu(proc: subprocess.Popen, samples: list[tuple[float, float]]) -> None:
+    """Sample the CPU time of the `dagster job execute` under `proc` (it runs every step in
+    process; git and the step commands are its children, counted once it waits for them) every
+    10 ms, as (wall time, CPU seconds), until it ends."""
+    import psutil
+
+    worker = None
+    while proc.poll() is None:
+        if worker is None:
+            worker = next((c.pid for c in psutil.Process(proc.pid).children(recursive=True)
+                           if "execute" in c.cmdline()), None)
+        elif (cpu := cpu_seconds(worker)) is not None:
+            samples.append((time.time(), cpu))
+        time.sleep(0.01)
+
+
+def cpu_at(samples: list[tuple[float, float]], when: float) -> float:
+    """The worker's CPU seconds at wall time `when`, interpolated between samples."""
+    for (t0, c0), (t1, c1) in zip(samples, samples[1:], strict=False):
+        if t0 <= when <= t1:
+            return c0 + (c1 - c0) * (when - t0) / (t1 - t0 or 1)
+    raise ValueError(f"no CPU sample around {when}")
 
 
 def windows(starts: list[float]) -> list[float]:
@@ -117,6 +160,32 @@ def side_by_side(root: Path, rounds: int = 7) -> tuple[float, float]:
     return statistics.median(late), statistics.median(early)
 
 
+def paired(root: Path, env: dict[str, str], specops: list[str], home: Path
+           ) -> tuple[float, float]:
+    """A'' above: the last 20 nodes of the completed chain (reopened at node N-20) and the first
+    nodes of a new delivery of the same workflow, two `specops run`s at the same time, so a host
+    that changes speed changes both. Returns the mean seconds between consecutive step starts of
+    each while both ran (the new delivery's run is ended once the other's is done)."""
+    for argv in (["new", "chain", "c3", "--request", "bench"],
+                 ["reopen", "c1", f"n{N - 20}", "--reason", "bench"]):
+        subprocess.run([*specops, *argv], env=env, check=True, capture_output=True,
+                       stdin=subprocess.DEVNULL)
+    runs = [subprocess.Popen([*specops, "run", d, "--executor", "in_process"], env=env,
+                             cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL) for d in ("c1", "c3")]
+    import psutil
+
+    assert runs[0].wait() == 0, "the run of the reopened nodes did not complete"
+    tree = psutil.Process(runs[1].pid).children(recursive=True)
+    runs[1].kill()  # its Dagster run's processes end with it (the reaper beside each)
+    runs[1].wait()
+    psutil.wait_procs(tree, timeout=30)
+    late = step_starts(home, "c1")[-20:]  # the completed nodes before them start too (reused)
+    early = [t for t in step_starts(home, "c3") if late[0] <= t <= late[-1]]
+    assert len(early) >= 10, f"the new delivery started {len(early)} steps meanwhile"
+    return (late[-1] - late[0]) / (len(late) - 1), (early[-1] - early[0]) / (len(early) - 1)
+
+
 def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int]:
     started = time.monotonic()
     result = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, stdin=subprocess.DEVNULL)
@@ -136,13 +205,19 @@ def main() -> None:
         subprocess.run([*specops, "new", "chain", "c1", "--request", "bench"], env=env,
                        check=True, capture_output=True, stdin=subprocess.DEVNULL)
         run = [*specops, "run", "c1", "--executor", "in_process"]
-        first_s, code = timed(run, env, root)
+        samples: list[tuple[float, float]] = []
+        started = time.monotonic()
+        proc = subprocess.Popen(run, env=env, cwd=root, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run_worker_cpu(proc, samples)
+        first_s, code = time.monotonic() - started, proc.wait()
         assert code == 0, "the first run did not complete"
         from specops_dag.delivery.store import Store
 
         steps = Store(root).read("c1").steps
         starts = step_starts(work / "dagster_home")
         head, tail = head_tail(starts)
+        cpu_head, cpu_tail = head_tail([cpu_at(samples, t) for t in starts])
         whole = head_tail([dt.datetime.fromisoformat(s.started_at).timestamp() for s in steps])
         again_s, code = timed(run, env, root)
         assert code == 0, "the re-run did not exit 0"
@@ -154,6 +229,7 @@ def main() -> None:
         base = statistics.median(timed([sys.executable, "-c", "pass"], env, root)[0]
                                  for _ in range(5))
         lose = statistics.median(s for s, _ in losing)
+        pair_late, pair_early = paired(root, env, specops, work / "dagster_home")
         subprocess.run([*specops, "new", "chain", "c2", "--request", "bench"], env=env,
                        check=True, capture_output=True, stdin=subprocess.DEVNULL)
         late, early = side_by_side(root)
@@ -161,6 +237,12 @@ def main() -> None:
               f"ratio {tail / head:.2f} (target <= 1.1; from the step records' whole seconds: "
               f"{whole[0]:.2f} s, {whole[1]:.2f} s, ratio {whole[1] / whole[0]:.2f})")
         print("  per 20-node window: " + ", ".join(f"{w:.3f}" for w in windows(starts)) + " s")
+        print(f"  CPU per node (the run worker and its children): first 20 {cpu_head:.3f} s, "
+              f"last 20 {cpu_tail:.3f} s, ratio {cpu_tail / cpu_head:.2f}; per 20-node window: "
+              + ", ".join(f"{w:.3f}" for w in windows([cpu_at(samples, t) for t in starts])))
+        print(f"at the same time: the last 20 nodes {pair_late:.3f} s / the first nodes of a "
+              f"new delivery {pair_early:.3f} s = {pair_late / pair_early:.2f} (two runs at once, "
+              "each node's cost from step start to step start; the same target)")
         print(f"side by side: a step at node {N - 1} {late:.3f} s / at node 19 {early:.3f} s = "
               f"{late / early:.2f}, {(late - early) * 1000:.0f} ms more (median of 7 each, "
               "alternating, without Dagster's own cost between steps; the same target)")
