@@ -166,6 +166,8 @@ def paired(root: Path, env: dict[str, str], specops: list[str], home: Path
     nodes of a new delivery of the same workflow, two `specops run`s at the same time, so a host
     that changes speed changes both. Returns the mean seconds between consecutive step starts of
     each while both ran (the new delivery's run is ended once the other's is done)."""
+    import psutil
+
     for argv in (["new", "chain", "c3", "--request", "bench"],
                  ["reopen", "c1", f"n{N - 20}", "--reason", "bench"]):
         subprocess.run([*specops, *argv], env=env, check=True, capture_output=True,
@@ -173,8 +175,6 @@ def paired(root: Path, env: dict[str, str], specops: list[str], home: Path
     runs = [subprocess.Popen([*specops, "run", d, "--executor", "in_process"], env=env,
                              cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL) for d in ("c1", "c3")]
-    import psutil
-
     assert runs[0].wait() == 0, "the run of the reopened nodes did not complete"
     tree = psutil.Process(runs[1].pid).children(recursive=True)
     runs[1].kill()  # its Dagster run's processes end with it (the reaper beside each)

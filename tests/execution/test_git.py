@@ -79,7 +79,6 @@ def test_steps_run_one_after_another_in_one_process_leave_no_git_process_running
             if c.pid not in before] == []
 
 
-
 def test_specops_commits_start_no_git_maintenance_so_no_gc_runs_during_or_after_a_step(
         tmp_path: Path, calls: Path) -> None:
     import hashlib
@@ -118,6 +117,7 @@ def test_a_metadata_commit_holds_the_delivery_files_and_its_own_node_folder_only
     assert commit_paths(repo, b.commits["metadata"]) == [
         "docs/phase/d1/b.md", "phases/d1/b/evidence.json", "phases/d1/b/out.txt",
         "phases/d1/index.json"]
+
 
 def test_a_dirty_worktree_blocks_the_next_step_as_a_write_conflict(tmp_path: Path,
                                                                    calls: Path) -> None:
