@@ -7,6 +7,7 @@ Standard library only: `state` imports it, and the CLI reaches it without import
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -389,11 +390,14 @@ def render_index(entries: list) -> str:
                      for e in entries)
 
 
-def state_problem(state: Delivery, delivery: str) -> str | None:
+def state_problem(state: Delivery, delivery: str,
+                  changed: Container[str] | None = None) -> str | None:
     """What the schema cannot see in a (possibly hand-edited) state file of `delivery`: it
     names its own delivery, has steps with unique names whose needs are earlier steps, and
     every recorded file lies inside the delivery. Checked on every read and write of the state,
-    so a path is named only once it is found outside."""
+    so a path is named only once it is found outside. `changed`: the only steps whose files
+    may have changed since the state was last checked (a transaction of one step's; the paths
+    of the others are not looked at again)."""
     if state.phase != delivery:
         return f"phase: `{state.phase}` but the file is delivery `{delivery}`'s"
     if not state.steps:
@@ -410,6 +414,8 @@ def state_problem(state: Delivery, delivery: str) -> str | None:
                 return f"steps[{i}].needs: `{need}` is {known} of this delivery (needs name " \
                        "earlier steps)"
         seen[step.name] = i
+        if changed is not None and step.name not in changed:
+            continue
         for r, record in enumerate([step, *step.revisions]):
             for field in ("handoff", "consumed"):
                 for port, ref in getattr(record, field).items():

@@ -130,6 +130,7 @@ class Written:
     text: bytes
     state: Delivery
     shared: bool
+    layout: Layout | None = None  # where the last transaction of one step found its parts
 
 
 WRITTEN: dict[str, Written] = {}
@@ -156,11 +157,12 @@ class Store:
         return self._read(delivery)[0]
 
     def _read(self, delivery: str, step: str | None = None
-              ) -> tuple[Delivery, bytes | None]:
+              ) -> tuple[Delivery, bytes | None, Layout | None]:
         """The state, and its bytes when they are exactly what `write` makes of it (the store's
-        own last write, found unchanged); None for a file written otherwise (by hand, say). Only
-        a transaction of one step takes a state whose other steps are shared (see `transaction`);
-        any other reader gets a state of its own."""
+        own last write, found unchanged, with where its last transaction of one step found its
+        parts); None for a file written otherwise (by hand, say). Only a transaction of one step
+        takes a state whose other steps are shared (see `transaction`); any other reader gets a
+        state of its own."""
         path = self.index_path(delivery)
         where = f"phases/{delivery}/index.json"
         if not path.is_file():
@@ -172,9 +174,9 @@ class Store:
         if written is not None and (step is not None or not written.shared) and \
                 WRITTEN.pop(key, None) is written and written.text == raw:  # one reader takes it
             if written.shared:  # the step to change becomes this transaction's own object
-                own(written.state, raw, step)
-            return written.state, raw
-        return check_delivery(parse_model(raw, where, Delivery), delivery, where), None
+                own(written.state, raw, step, written.layout)
+            return written.state, raw, written.layout
+        return check_delivery(parse_model(raw, where, Delivery), delivery, where), None, None
 
     def read_index(self) -> Index:
         path = self.phases / "index.json"
@@ -206,14 +208,14 @@ class Store:
         if not self.exists(delivery):
             self.read(delivery)  # raises the "unknown delivery" error
         with self.lock(f"{delivery}/.lock", f"phases/{delivery}/index.json"):
-            state, before = self._read(delivery, step)
+            state, before, layout = self._read(delivery, step)
             if before is None:  # serialised in Rust: cheap at any size
                 before = render(state)
             events = len(state.history)
             yield state
             after = render(state)
             if after != before:
-                self.write(state, after, Scope(step, before, events) if step else None)
+                self.write(state, after, Scope(step, before, events, layout) if step else None)
 
     def write(self, state: Delivery, text: bytes | None = None,
               scope: Scope | None = None) -> None:
@@ -236,15 +238,18 @@ class Store:
         # What is written must read back as valid state: it is parsed back here (pydantic's
         # Rust JSON, the collector paused) — all of it, or the part a transaction of one step
         # could have changed — and that parse serves the next read of these bytes.
-        back = scope.parse_back(state, text) if scope is not None else None
+        parsed = scope.parse_back(state, text) if scope is not None else None
+        back, layout = parsed if parsed is not None else (None, None)
         if back is None:
             with collector_paused():
                 back = Delivery.model_validate_json(text)
         WRITTEN.pop(key, None)
         write_bytes_atomic(path, text)
         # kept only as a read would accept it; else the next read parses and says what is wrong
-        if back.schema_version == SCHEMA_VERSION and state_problem(back, state.phase) is None:
-            WRITTEN[key] = Written(text, back, shared=scope is not None)
+        # (a state parsed back in part was checked before: its new parts are checked here)
+        if back.schema_version == SCHEMA_VERSION and state_problem(
+                back, state.phase, layout.spans if layout is not None else None) is None:
+            WRITTEN[key] = Written(text, back, shared=scope is not None, layout=layout)
         self.update_index(state)
 
     def update_index(self, state: Delivery) -> None:
@@ -264,11 +269,12 @@ def restamped(text: bytes, status: str, updated_at: str) -> bytes | None:
     """`render(state)` once only its top-level `status` and `updated_at` moved, made from `text`
     (its render before they did) without serialising the whole state again; None when `text`
     is not laid out as `render` lays it out. A top-level key is the only one indented by two
-    spaces, and no JSON string holds a raw newline, so each key's line is found exactly."""
+    spaces, and no JSON string holds a raw newline, so each key's line is found exactly, among
+    the lines before the steps (the rest of the file is not read)."""
     for key, value in (("status", status), ("updated_at", updated_at)):
-        mark = TOP_LEVEL[key]
-        start = text.find(mark)
-        if start < 0 or not value.isascii() or text.find(mark, start + 1) >= 0:
+        mark, head = TOP_LEVEL[key], text.find(STEPS)  # both keys come before the steps
+        start = text.find(mark, 0, head)
+        if start < 0 or not value.isascii() or text.find(mark, start + 1, head) >= 0:
             return None
         begin = start + len(mark)
         end = text.find(b"\n", begin)
@@ -285,12 +291,13 @@ def render(state: Delivery) -> bytes:
     return state.__pydantic_serializer__.to_json(state, indent=2, by_alias=True) + b"\n"
 
 
-def own(state: Delivery, text: bytes, step: str | None) -> None:
+def own(state: Delivery, text: bytes, step: str | None, layout: Layout | None = None) -> None:
     """Replace `step` in `state` (parsed from `text` but for its shared steps) with a fresh parse
     of its bytes, so that what the transaction changes is no one else's object."""
     found = next((i for i, s in enumerate(state.steps) if s.name == step), None)
     if found is not None:
-        span = step_span(text, state.steps[found])
+        near = layout.spans.get(step) if layout is not None and step is not None else None
+        span = step_span(text, state.steps[found], near and near[0])
         if span is not None:
             with collector_paused():
                 state.steps[found] = Step.model_validate_json(text[span[0]:span[1]])
@@ -302,28 +309,51 @@ def own(state: Delivery, text: bytes, step: str | None) -> None:
 # so each mark below is found only where it is meant, and a step only by its own first lines.
 STEPS, HISTORY, ARRAY_END = b'\n  "steps": [', b'\n  "history": [', b"\n  ]"
 ITEM_END = b"\n    }"
+STEPS_END = ARRAY_END + b"," + HISTORY
+# The history array ends where the line of the next top-level key begins.
+HISTORY_END = ARRAY_END + b',\n  "%s": ' % list(Delivery.model_fields)[
+    list(Delivery.model_fields).index("history") + 1].encode()
 
 
-def step_span(text: bytes, step: Step) -> tuple[int, int] | None:
-    """Where `step`'s object is in `text` (the bytes of `render`), or None."""
+@dataclass(frozen=True)
+class Layout:
+    """Where a transaction of one step found the parts it looked at in the bytes it wrote: the
+    spans inside the steps array's and the history array's brackets (`regions`) and those of the
+    steps it parsed back (`step_span`). The next transaction of those same bytes checks each
+    mark where it was (`bytes.startswith` at the offset) instead of searching the file for it:
+    finding the 200th step costs what finding the first does."""
+    regions: tuple[int, int, int, int]
+    spans: dict[str, tuple[int, int]]
+
+
+def step_span(text: bytes, step: Step, near: int | None = None) -> tuple[int, int] | None:
+    """Where `step`'s object is in `text` (the bytes of `render`), or None; looked at first
+    where `near` says it begins, then searched for."""
     mark = b'\n    {\n      "step": %d,\n      "name": %s,\n' % (
         step.step, json.dumps(step.name).encode())
-    start = text.find(mark)
+    if near is not None and near > 0 and text.startswith(mark, near - 1):
+        start = near - 1
+    else:
+        start = text.find(mark)
     end = text.find(ITEM_END, start) if start >= 0 else -1
     return None if end < 0 else (start + 1, end + len(ITEM_END))
 
 
-def regions(text: bytes) -> tuple[int, int, int, int] | None:
-    """The spans inside the steps array's brackets and the history array's, or None."""
+def regions(text: bytes, near: int | None = None) -> tuple[int, int, int, int] | None:
+    """The spans inside the steps array's brackets and the history array's, or None; the steps'
+    end is looked at first where `near` says, the history's end found from the file's end."""
     start = text.find(STEPS)
     if start < 0:
         return None
     start += len(STEPS)
-    end = text.find(ARRAY_END + b"," + HISTORY, start)
+    if near is not None and near >= start and text.startswith(STEPS_END, near):
+        end = near
+    else:
+        end = text.find(STEPS_END, start)
     if end < 0 or text[start:start + 1] == b"]":
         return None
-    first = end + len(ARRAY_END) + 1 + len(HISTORY)
-    last = first if text[first:first + 1] == b"]" else text.find(ARRAY_END, first)
+    first = end + len(STEPS_END)
+    last = first if text[first:first + 1] == b"]" else text.rfind(HISTORY_END, first)
     return None if last < 0 else (start, end, first, last)
 
 
@@ -340,22 +370,37 @@ class Scope:
     step: str
     before: bytes
     events: int
+    layout: Layout | None = None  # where the parts of `before` are, when the store wrote it
 
-    def parse_back(self, state: Delivery, text: bytes) -> Delivery | None:
+    def parse_back(self, state: Delivery, text: bytes) -> tuple[Delivery, Layout] | None:
         """The state `text` holds, parsed back where this transaction could have changed it: the
         top level, this step, the steps that need it whose bytes changed and the events it
-        added; the other steps are `state`'s own objects, whose bytes did not change. None when
-        `text` or the change does not fit that shape (the caller parses all of it back, which
-        also names what is invalid). Raises a StateError for a change outside those steps or
-        the history's end (nothing is written)."""
-        old, new = regions(self.before), regions(text)
-        if old is None or new is None:
+        added; the other steps are `state`'s own objects, whose bytes did not change. Returned
+        with where those parts are in `text`. None when `text` or the change does not fit that
+        shape (the caller parses all of it back, which also names what is invalid). Raises a
+        StateError for a change outside those steps or the history's end (nothing is
+        written)."""
+        hints = self.layout
+        old = regions(self.before, hints and hints.regions[1])
+        start = text.find(STEPS)
+        if old is None or start < 0:
             return None
         allowed = [i for i, s in enumerate(state.steps)
                    if s.name == self.step or self.step in s.needs]
-        spans = [(step_span(self.before, state.steps[i]), step_span(text, state.steps[i]))
-                 for i in allowed]
-        if any(a is None or b is None for a, b in spans):
+        spans = []
+        # In `text` each of them is where it was in `before`, moved by what changed before it
+        # (the bytes between them are the same: checked below) — looked at there first.
+        shift = start + len(STEPS) - old[0]
+        for i in allowed:
+            near = hints.spans.get(state.steps[i].name) if hints is not None else None
+            a = step_span(self.before, state.steps[i], near and near[0])
+            b = step_span(text, state.steps[i], a[0] + shift) if a is not None else None
+            if a is None or b is None:
+                return None
+            spans.append((a, b))
+            shift = b[1] - a[1]
+        new = regions(text, old[1] + shift)
+        if new is None:
             return None
         # the bytes between the allowed steps are equal: no other step changed
         cuts_old = [old[0], *(x for o, _ in spans for x in o), old[1]]
@@ -391,7 +436,8 @@ class Scope:
             return None
         back.steps = steps
         back.history = state.history[:self.events] + events
-        return back
+        return back, Layout(new, {state.steps[i].name: b for i, (_, b) in zip(allowed, spans,
+                                                                                 strict=True)})
 
     def stray(self, state: Delivery, text: bytes) -> str:
         """The first step whose bytes changed outside this transaction's scope, as `steps[i]

@@ -663,6 +663,45 @@ def test_a_state_restamped_in_place_is_byte_identical_to_its_full_render_and_ste
     assert restamped(before, "bloqu\u00e9", "x") is None
 
 
+def test_a_transaction_of_one_step_records_where_its_steps_are_and_a_wrong_place_is_searched_past(
+        diamond_root: Path) -> None:
+    from specops_dag.delivery.store import WRITTEN, regions, step_span
+
+    store = make_delivery(diamond_root)
+    for _ in range(2):  # the second finds them where the first recorded them
+        with store.transaction("d1", "b") as state:
+            state.log("b's change")
+    text = store.index_path("d1").read_bytes()
+    layout = WRITTEN[os.path.realpath(store.index_path("d1"))].layout
+    fresh = Store(diamond_root).read("d1")
+    assert layout is not None and layout.regions == regions(text)
+    assert layout.spans == {n: step_span(text, fresh.get_step(n)) for n in ("b", "d")}
+    b, d = fresh.get_step("b"), fresh.get_step("d")
+    assert step_span(text, b, layout.spans["d"][0]) == layout.spans["b"]
+    assert step_span(text, b, len(text) + 9) == layout.spans["b"]
+    assert regions(text, layout.regions[0]) == regions(text, 1) == layout.regions
+    assert text[slice(*step_span(text, d))].startswith(
+        b'    {\n      "step": 3,\n      "name": "d"')
+    with store.transaction("d1", "b") as state:
+        assert state == fresh
+
+
+def test_a_file_outside_the_delivery_recorded_by_a_transaction_of_one_step_is_refused_on_read(
+        diamond_root: Path) -> None:
+    from specops_dag.delivery.model import FileRef
+
+    store = make_delivery(diamond_root)
+    with store.transaction("d1", "a") as state:
+        state.log("a first change: the next transaction shares the other steps")
+    with store.transaction("d1", "a") as state:
+        state.get_step("a").handoff = {"out": FileRef(path="/etc/passwd", sha256="0" * 64)}
+    with pytest.raises(StateError) as info, store.transaction("d1", "a"):
+        pass  # the next transaction of the step, which would take a state the store wrote
+    assert info.value.message == (
+        "phases/d1/index.json: steps[0].handoff.out.path: `/etc/passwd` is outside the delivery "
+        "(handoffs live under phases/d1/); fix the file or restore it from git")
+
+
 def test_a_state_written_through_one_store_is_read_through_another_without_parsing_it_again(
         diamond_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from specops_dag.delivery import store as state_store
