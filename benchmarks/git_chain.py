@@ -19,7 +19,8 @@ it is the host's speed that changes. The same question, at the same time:
      file differs at every run, so each makes both commits) and the first nodes of a new delivery
      of the same workflow, as two `specops run`s at once: the mean time between consecutive step
      starts of each while both ran (the new delivery's run is then killed; the reaper beside its
-     `dagster job execute` ends its tree). Dagster's own cost between steps is in it.
+     `dagster job execute` ends its tree). Dagster's own cost between steps is in it. Three
+     rounds (a new delivery each), their ratios and the median.
 And side by side:
   A'. one step at the end of the completed chain (node N-1, its state holding N completed steps)
      against one at its start (node 19 of a second delivery of the same workflow, 20 steps
@@ -160,28 +161,29 @@ def side_by_side(root: Path, rounds: int = 7) -> tuple[float, float]:
     return statistics.median(late), statistics.median(early)
 
 
-def paired(root: Path, env: dict[str, str], specops: list[str], home: Path
+def paired(root: Path, env: dict[str, str], specops: list[str], home: Path, new: str
            ) -> tuple[float, float]:
     """A'' above: the last 20 nodes of the completed chain (reopened at node N-20) and the first
-    nodes of a new delivery of the same workflow, two `specops run`s at the same time, so a host
-    that changes speed changes both. Returns the mean seconds between consecutive step starts of
-    each while both ran (the new delivery's run is ended once the other's is done)."""
+    nodes of a new delivery `new` of the same workflow, two `specops run`s at the same time, so
+    a host that changes speed changes both. Returns the mean seconds between consecutive step
+    starts of each while both ran (the new delivery's run is ended once the other's is done)."""
     import psutil
 
-    for argv in (["new", "chain", "c3", "--request", "bench"],
+    for argv in (["new", "chain", new, "--request", "bench"],
                  ["reopen", "c1", f"n{N - 20}", "--reason", "bench"]):
-        subprocess.run([*specops, *argv], env=env, check=True, capture_output=True,
-                       stdin=subprocess.DEVNULL)
+        done = subprocess.run([*specops, *argv], env=env, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, f"specops {' '.join(argv)}: {done.stdout}{done.stderr}"
     runs = [subprocess.Popen([*specops, "run", d, "--executor", "in_process"], env=env,
                              cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL) for d in ("c1", "c3")]
+                             stderr=subprocess.DEVNULL) for d in ("c1", new)]
     assert runs[0].wait() == 0, "the run of the reopened nodes did not complete"
     tree = psutil.Process(runs[1].pid).children(recursive=True)
     runs[1].kill()  # its Dagster run's processes end with it (the reaper beside each)
     runs[1].wait()
     psutil.wait_procs(tree, timeout=30)
     late = step_starts(home, "c1")[-20:]  # the completed nodes before them start too (reused)
-    early = [t for t in step_starts(home, "c3") if late[0] <= t <= late[-1]]
+    early = [t for t in step_starts(home, new) if late[0] <= t <= late[-1]]
     assert len(early) >= 10, f"the new delivery started {len(early)} steps meanwhile"
     return (late[-1] - late[0]) / (len(late) - 1), (early[-1] - early[0]) / (len(early) - 1)
 
@@ -229,7 +231,7 @@ def main() -> None:
         base = statistics.median(timed([sys.executable, "-c", "pass"], env, root)[0]
                                  for _ in range(5))
         lose = statistics.median(s for s, _ in losing)
-        pair_late, pair_early = paired(root, env, specops, work / "dagster_home")
+        pairs = [paired(root, env, specops, work / "dagster_home", f"p{i}") for i in range(3)]
         subprocess.run([*specops, "new", "chain", "c2", "--request", "bench"], env=env,
                        check=True, capture_output=True, stdin=subprocess.DEVNULL)
         late, early = side_by_side(root)
@@ -240,9 +242,13 @@ def main() -> None:
         print(f"  CPU per node (the run worker and its children): first 20 {cpu_head:.3f} s, "
               f"last 20 {cpu_tail:.3f} s, ratio {cpu_tail / cpu_head:.2f}; per 20-node window: "
               + ", ".join(f"{w:.3f}" for w in windows([cpu_at(samples, t) for t in starts])))
-        print(f"at the same time: the last 20 nodes {pair_late:.3f} s / the first nodes of a "
-              f"new delivery {pair_early:.3f} s = {pair_late / pair_early:.2f} (two runs at once, "
-              "each node's cost from step start to step start; the same target)")
+        ratios = [late / early for late, early in pairs]
+        print(f"at the same time: the last 20 nodes / the first nodes of a new delivery = "
+              f"{statistics.median(ratios):.2f}, the median of 3 rounds: "
+              + ", ".join(f"{late:.3f} s / {early:.3f} s = {late / early:.2f}"
+                          for late, early in pairs)
+              + " (two runs at once, each node's cost from step start to step start; the same "
+              "target)")
         print(f"side by side: a step at node {N - 1} {late:.3f} s / at node 19 {early:.3f} s = "
               f"{late / early:.2f}, {(late - early) * 1000:.0f} ms more (median of 7 each, "
               "alternating, without Dagster's own cost between steps; the same target)")

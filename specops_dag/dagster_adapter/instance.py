@@ -103,11 +103,32 @@ def report_reopened(home: Path, workflow: str, delivery: str, nodes: list[str],
     os.environ["DAGSTER_HOME"] = str(home)
     with dg.DagsterInstance.get() as instance:
         for node in nodes:
+            forget_runless_check(instance, dg.AssetKey([workflow, node]), "handoff_current",
+                                 delivery)
             instance.report_runless_asset_event(dg.AssetCheckEvaluation(
                 asset_key=dg.AssetKey([workflow, node]), check_name="handoff_current",
                 passed=False, partition=delivery, severity=dg.AssetCheckSeverity.WARN,
                 description=f"reopened: {reason}",
                 metadata={"reason": reason, "delivery": delivery, "reopened": True}))
+
+
+def forget_runless_check(instance, key, check: str, partition: str) -> None:
+    """Drop the execution row of an earlier runless evaluation of `check` on `key`'s `partition`.
+    Dagster (1.13) keeps one row per (asset, check, run, partition) and a runless evaluation's run
+    is "": a second one for the same partition — a node reopened again after its re-run — fails
+    with an IntegrityError after its event is stored. Without the old row the new evaluation is
+    the check's latest; the earlier one stays in the event log."""
+    import sqlalchemy as db
+    from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
+
+    connect = getattr(instance.event_log_storage, "index_connection", None)
+    if connect is None:  # not a SQL event log: nothing of this kind to forget
+        return
+    table = AssetCheckExecutionsTable.c
+    with connect() as conn:
+        conn.execute(AssetCheckExecutionsTable.delete().where(db.and_(
+            table.asset_key == key.to_string(), table.check_name == check,
+            table.run_id == "", table.partition == partition)))
 
 
 def job_name(workflow: str) -> str:

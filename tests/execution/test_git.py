@@ -198,6 +198,15 @@ def test_reopen_marks_the_invalidated_assets_in_dagster(tmp_path: Path, calls: P
     calls.write_text("")
     assert specops(env, root, "run", "d1", "--executor", "in_process").returncode == 0
     assert calls.read_text().split() == ["c", "d"]
+    # reopened again after its re-run: the check fails again, with the new reason
+    result = specops(env, root, "reopen", "d1", "c", "--reason", "a second look")
+    assert (result.returncode, result.stderr) == (0, "")
+    with dg.DagsterInstance.get() as instance:
+        key = dg.AssetCheckKey(dg.AssetKey(["diamond", "c"]), "handoff_current")
+        latest = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)[0]
+        assert latest.event.dagster_event.event_specific_data.passed is False
+        assert latest.event.dagster_event.event_specific_data.metadata["reason"].value == \
+            "a second look"
 
 
 @pytest.mark.e2e
