@@ -379,8 +379,8 @@ def commit_metadata(worktree: Path, delivery_dir: Path, delivery: str, node: str
                     attempt: int, since: str | None = None,
                     others: frozenset[str] = frozenset()) -> str | None:
     """Copy what changed in the delivery folder into the worktree and commit it with
-    docs/phase/<d>/. Only files that are new or differ (size or mtime; copies keep the source's
-    mtime) are copied and added, and the folders of `others` (the delivery's other nodes, each
+    docs/phase/<d>/. Only files that are new or differ (size or mtime; see `sync_tree`) are
+    copied and added, and the folders of `others` (the delivery's other nodes, each
     committed by its own steps) are not looked at: a commit costs the same at the 200th node of a
     delivery as at the first."""
     repo = _git().Repo(worktree)
@@ -403,11 +403,20 @@ def made_before(repo, message: str, since: str | None) -> str | None:
                         *scope).strip() or None
 
 
+# A copy's mtime is its source's moved back 2 s. Git takes a file whose mtime is not older than
+# its index (to the second) as "racily clean" and hashes it again at each write of the index: a
+# state file copied just before a commit was hashed again by every `git add` and `write-tree` in
+# that second (~2 ms each for a 650 KB state). A copy changed later still shows: it gets a new
+# mtime, not the one git recorded.
+BACKDATE_NS = 2_000_000_000
+
+
 def sync_tree(src: Path, dest: Path, skip: frozenset[str] = frozenset()) -> list[str]:
-    """Copy the files of `src` that are missing or differ in `dest` (size or mtime; skipping
-    scratch files and transcripts, which are never committed, and the folders of `src` named in
-    `skip`); return their relative POSIX paths, folder by folder in name order. It walks with
-    `os.scandir` and plain strings: each file looked at costs a stat on each side."""
+    """Copy the files of `src` that are missing or differ in `dest` (size, or mtime: a copy's is
+    its source's less BACKDATE_NS; skipping scratch files and transcripts, which are never
+    committed, and the folders of `src` named in `skip`); return their relative POSIX paths,
+    folder by folder in name order. It walks with `os.scandir` and plain strings: each file
+    looked at costs a stat on each side."""
     copied: list[str] = []
     _sync_folder(os.fspath(src), os.fspath(dest), "", copied, skip)
     return copied
@@ -429,11 +438,12 @@ def _sync_folder(src: str, dest: str, rel: str, copied: list[str],
         st, target = entry.stat(), os.path.join(dest, name)
         try:
             tt = os.stat(target)
-            if (tt.st_size, tt.st_mtime_ns) == (st.st_size, st.st_mtime_ns):
+            if (tt.st_size, tt.st_mtime_ns + BACKDATE_NS) == (st.st_size, st.st_mtime_ns):
                 continue
         except FileNotFoundError:
             os.makedirs(dest, exist_ok=True)
         shutil.copy2(entry.path, target)
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns - BACKDATE_NS))
         copied.append(rel + name)
     for entry in folders:
         if not entry.is_symlink():  # as os.walk: a linked folder is not followed

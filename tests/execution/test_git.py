@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 from pathlib import Path
 
 import dagster as dg
@@ -11,6 +13,7 @@ import pytest
 from specops_dag.delivery import lifecycle as ops
 from specops_dag.delivery.store import Store
 from specops_dag.execution.step import run_step
+from specops_dag.gitflow import sync_tree
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from ..support.cli import job_execute, specops
@@ -117,6 +120,29 @@ def test_a_metadata_commit_holds_the_delivery_files_and_its_own_node_folder_only
     assert commit_paths(repo, b.commits["metadata"]) == [
         "docs/phase/d1/b.md", "phases/d1/b/evidence.json", "phases/d1/b/out.txt",
         "phases/d1/index.json"]
+
+
+def test_metadata_copies_are_older_than_the_index_so_git_never_hashes_the_state_file_again(
+        tmp_path: Path, calls: Path) -> None:
+    root, _ = git_harness(tmp_path)
+    store = new(root)
+    assert run_step(store, "d1", "a").status == "completed"
+    worktree = root / ".specops/worktrees/d1"
+    # git finds each copy older than its index: none is "racily clean" (changed in the second
+    # the index was written), whose content git hashes again at every later write of the
+    # index — the whole state file, several times a step
+    listed = subprocess.run(["git", "ls-files", "--debug", "phases/d1/index.json",
+                             "phases/d1/a"], cwd=worktree, capture_output=True, text=True,
+                            check=True).stdout
+    written = (root / ".git/worktrees/d1/index").stat().st_mtime_ns // 10**9
+    mtimes = [int(s) for s in re.findall(r"^  mtime: (\d+):", listed, re.M)]
+    assert len(mtimes) == 3 and max(mtimes) < written, listed
+    # the state changed after its commit (the commit's SHA): copied again, 2 s older than it
+    assert sync_tree(root / "phases/d1", worktree / "phases/d1",
+                     skip=frozenset("bcd")) == ["index.json"]
+    copy, source = (worktree / "phases/d1/index.json").stat(), (root / "phases/d1/index.json").stat()
+    assert copy.st_mtime_ns == source.st_mtime_ns - 2_000_000_000
+    assert sync_tree(root / "phases/d1", worktree / "phases/d1", skip=frozenset("bcd")) == []
 
 
 def test_a_dirty_worktree_blocks_the_next_step_as_a_write_conflict(tmp_path: Path,
