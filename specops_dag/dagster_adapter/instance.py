@@ -118,7 +118,6 @@ def forget_runless_check(instance, key, check: str, partition: str) -> None:
     is "": a second one for the same partition — a node reopened again after its re-run — fails
     with an IntegrityError after its event is stored. Without the old row the new evaluation is
     the check's latest; the earlier one stays in the event log."""
-    import sqlalchemy as db
     from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
 
     connect = getattr(instance.event_log_storage, "index_connection", None)
@@ -126,9 +125,9 @@ def forget_runless_check(instance, key, check: str, partition: str) -> None:
         return
     table = AssetCheckExecutionsTable.c
     with connect() as conn:
-        conn.execute(AssetCheckExecutionsTable.delete().where(db.and_(
-            table.asset_key == key.to_string(), table.check_name == check,
-            table.run_id == "", table.partition == partition)))
+        conn.execute(AssetCheckExecutionsTable.delete()  # each `where` is ANDed to the others
+                     .where(table.asset_key == key.to_string()).where(table.check_name == check)
+                     .where(table.run_id == "").where(table.partition == partition))
 
 
 def job_name(workflow: str) -> str:
