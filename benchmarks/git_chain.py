@@ -3,11 +3,12 @@
   A. per-node cost of a 200-node chain of command nodes on a git target (each writes a product
      file and its handoff, so every node makes a product and a metadata commit), measured as the
      time between consecutive steps' starts: the mean of the last 20 nodes over the mean of the
-     first 20 (target <= 1.1: cost does not grow with position). The starts are the run's
-     STEP_START events (Dagster's float timestamps): the step records' `started_at` is whole
-     seconds, up to 1 s / 20 off on a mean of nodes of half a second, and is printed beside,
-     and so is the mean of every 20-node window along the chain (a growth is a trend; a host
-     that changes speed meanwhile shows as jumps);
+     first 20 (target <= 1.1: cost does not grow with position), for three chains run one
+     after the other (new deliveries of the same workflow), each printed and their median. The
+     starts are the run's STEP_START events (Dagster's float timestamps): the step records'
+     `started_at` is whole seconds, up to 1 s / 20 off on a mean of nodes of half a second, and
+     is printed beside, and so is the mean of every 20-node window along the chain (a growth
+     is a trend; a host that changes speed meanwhile shows as jumps);
   B. `specops run` of the completed delivery over its first run (target <= 5 %);
   C. a losing concurrent `specops run` (another holds the delivery's run lock) over the
      interpreter's own start, `python -c pass` (target <= 10), with no Dagster import.
@@ -188,6 +189,30 @@ def paired(root: Path, env: dict[str, str], specops: list[str], home: Path, new:
     return (late[-1] - late[0]) / (len(late) - 1), (early[-1] - early[0]) / (len(early) - 1)
 
 
+CHAINS = ("c1", "c3", "c4")  # A, three chains one after the other (c2 is A's, side by side)
+
+
+def one_chain(root: Path, env: dict[str, str], specops: list[str], home: Path, delivery: str
+              ) -> tuple[float, list[float], list[tuple[float, float]], tuple[float, float]]:
+    """A above for one new delivery of the chain: (seconds of its first run, its step starts,
+    the run worker's CPU samples, head and tail means from the step records' whole seconds)."""
+    from specops_dag.delivery.store import Store
+
+    subprocess.run([*specops, "new", "chain", delivery, "--request", "bench"], env=env,
+                   check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    samples: list[tuple[float, float]] = []
+    started = time.monotonic()
+    proc = subprocess.Popen([*specops, "run", delivery, "--executor", "in_process"], env=env,
+                            cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    run_worker_cpu(proc, samples)
+    first_s, code = time.monotonic() - started, proc.wait()
+    assert code == 0, f"the first run of {delivery} did not complete"
+    steps = Store(root).read(delivery).steps
+    whole = head_tail([dt.datetime.fromisoformat(s.started_at).timestamp() for s in steps])
+    return first_s, step_starts(home, delivery), samples, whole
+
+
 def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int]:
     started = time.monotonic()
     result = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, stdin=subprocess.DEVNULL)
@@ -204,23 +229,8 @@ def main() -> None:
         env = {**os.environ, "DAGSTER_HOME": str(work / "dagster_home")}
         env.pop("SPECOPS_ROOT", None)
         specops = [str(Path(sys.executable).parent / "specops"), "--root", str(root)]
-        subprocess.run([*specops, "new", "chain", "c1", "--request", "bench"], env=env,
-                       check=True, capture_output=True, stdin=subprocess.DEVNULL)
+        chains = [one_chain(root, env, specops, work / "dagster_home", d) for d in CHAINS]
         run = [*specops, "run", "c1", "--executor", "in_process"]
-        samples: list[tuple[float, float]] = []
-        started = time.monotonic()
-        proc = subprocess.Popen(run, env=env, cwd=root, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        run_worker_cpu(proc, samples)
-        first_s, code = time.monotonic() - started, proc.wait()
-        assert code == 0, "the first run did not complete"
-        from specops_dag.delivery.store import Store
-
-        steps = Store(root).read("c1").steps
-        starts = step_starts(work / "dagster_home")
-        head, tail = head_tail(starts)
-        cpu_head, cpu_tail = head_tail([cpu_at(samples, t) for t in starts])
-        whole = head_tail([dt.datetime.fromisoformat(s.started_at).timestamp() for s in steps])
         again_s, code = timed(run, env, root)
         assert code == 0, "the re-run did not exit 0"
         lock = os.open(root / "phases/c1/.run.lock", os.O_RDONLY | os.O_CREAT)
@@ -235,13 +245,23 @@ def main() -> None:
         subprocess.run([*specops, "new", "chain", "c2", "--request", "bench"], env=env,
                        check=True, capture_output=True, stdin=subprocess.DEVNULL)
         late, early = side_by_side(root)
-        print(f"{N}-node git chain: per-node cost first 20 {head:.3f} s, last 20 {tail:.3f} s, "
-              f"ratio {tail / head:.2f} (target <= 1.1; from the step records' whole seconds: "
-              f"{whole[0]:.2f} s, {whole[1]:.2f} s, ratio {whole[1] / whole[0]:.2f})")
-        print("  per 20-node window: " + ", ".join(f"{w:.3f}" for w in windows(starts)) + " s")
-        print(f"  CPU per node (the run worker and its children): first 20 {cpu_head:.3f} s, "
-              f"last 20 {cpu_tail:.3f} s, ratio {cpu_tail / cpu_head:.2f}; per 20-node window: "
-              + ", ".join(f"{w:.3f}" for w in windows([cpu_at(samples, t) for t in starts])))
+        for delivery, (_, starts, samples, whole) in zip(CHAINS, chains, strict=True):
+            head, tail = head_tail(starts)
+            cpu = [cpu_at(samples, t) for t in starts]
+            cpu_head, cpu_tail = head_tail(cpu)
+            print(f"{N}-node git chain `{delivery}`: per-node cost first 20 {head:.3f} s, last 20 "
+                  f"{tail:.3f} s, ratio {tail / head:.2f} (target <= 1.1; from the step records' "
+                  f"whole seconds: {whole[0]:.2f} s, {whole[1]:.2f} s, ratio "
+                  f"{whole[1] / whole[0]:.2f})")
+            print("  per 20-node window: " + ", ".join(f"{w:.3f}" for w in windows(starts))
+                  + " s")
+            print(f"  CPU per node (the run worker and its children): first 20 {cpu_head:.3f} s, "
+                  f"last 20 {cpu_tail:.3f} s, ratio {cpu_tail / cpu_head:.2f}; per 20-node "
+                  "window: " + ", ".join(f"{w:.3f}" for w in windows(cpu)))
+        one = [tail / head for head, tail in (head_tail(c[1]) for c in chains)]
+        print(f"one chain, the median of {len(CHAINS)} (one after the other): "
+              f"{statistics.median(one):.2f} (target <= 1.1)")
+        first_s = chains[0][0]
         ratios = [late / early for late, early in pairs]
         print(f"at the same time: the last 20 nodes / the first nodes of a new delivery = "
               f"{statistics.median(ratios):.2f}, the median of 3 rounds: "

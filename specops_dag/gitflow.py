@@ -481,19 +481,32 @@ def _commit(repo, message: str) -> str | None:
 
 
 def push(worktree: Path, delivery: str) -> str:
-    """`git push origin feat-<delivery>` (never forced); returns git's summary of the push."""
-    repo = _git().Repo(worktree)
+    """`git push origin feat-<delivery>` (never forced); returns git's summary of the push. It
+    goes through the runner like every child: a push that hangs (a remote that does not answer)
+    is ended with its whole tree (ssh included) at `GIT_DEADLINE_S`, and git never asks for
+    credentials on a terminal no one watches (`GIT_TERMINAL_PROMPT=0`)."""
     branch = branch_name(delivery)
-    if "origin" not in [r.name for r in repo.remotes]:
+    remotes = run_process(["git", "-C", str(worktree), "remote"], cwd=worktree,
+                          deadline_s=GIT_DEADLINE_S)
+    if "origin" not in remotes.stdout.split():
         raise GitError(f"cannot push {branch}: the target repository has no `origin` remote; "
                        "add one with `git remote add origin <url>`")
-    try:
-        results = repo.remote("origin").push(f"refs/heads/{branch}:refs/heads/{branch}")
-    except _git().GitCommandError as err:
-        raise GitError(f"git push origin {branch} failed: {err.stderr.strip()}") from err
-    bad = [r for r in results if r.flags & (r.ERROR | r.REJECTED | r.REMOTE_REJECTED)]
-    if bad or not results:
-        summary = "; ".join(r.summary.strip() for r in bad) or "no ref was pushed"
+    done = run_process(["git", "-C", str(worktree), "push", "--porcelain", "origin",
+                        f"refs/heads/{branch}:refs/heads/{branch}"], cwd=worktree,
+                       env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+                       deadline_s=GIT_DEADLINE_S)
+    if done.timed_out:
+        raise GitError(f"git push origin {branch} did not finish within {GIT_DEADLINE_S} s and "
+                       "was stopped; check that origin is reachable, then push again")
+    # --porcelain: "<flag>\t<from>:<to>\t<summary>" per ref; `!` is rejected
+    refs = [line.split("\t") for line in done.stdout.splitlines()
+            if line.count("\t") == 2 and line[:1] in " +-*!="]
+    bad = [summary for flag, _, summary in refs if flag == "!"]
+    if bad or (refs and not done.ok):
+        summary = "; ".join(bad) or "no ref was pushed"
         raise GitError(f"git push origin {branch} was rejected ({summary}); it is never forced: "
                        "integrate the remote changes by hand")
-    return results[0].summary.strip()
+    if not done.ok or not refs:
+        raise GitError(f"git push origin {branch} failed: "
+                       f"{(done.stderr or done.stdout).strip() or f'exit {done.exit_code}'}")
+    return refs[0][2].strip()

@@ -10,8 +10,10 @@ import subprocess
 from pathlib import Path
 
 import git
+import psutil
 import pytest
 
+from specops_dag import gitflow
 from specops_dag.delivery import lifecycle as ops
 from specops_dag.delivery.gates import approve, raise_risk
 from specops_dag.delivery.store import Store
@@ -157,6 +159,52 @@ def test_a_push_git_rejects_leaves_the_external_write_approval_usable(
     ops.push_delivery(store, "d1")
     assert "feat-d1" in origin_heads(origin)
 
+
+
+@pytest.mark.e2e
+def test_a_push_origin_refuses_as_no_fast_forward_names_the_rejection_and_is_never_forced(
+        tmp_path: Path, calls: Path) -> None:
+    root, origin = git_harness(tmp_path)
+    store = new(root)
+    assert run_all(store) == ["completed"] * 4
+    approve(store, "d1", "external-write")
+    repo = git.Repo(root)  # someone else pushed a commit feat-d1 does not have
+    other = repo.git.commit_tree("HEAD^{tree}", "-p", "main", "-m", "elsewhere")
+    repo.git.push("origin", f"{other}:refs/heads/feat-d1")
+    with pytest.raises(gitflow.GitError) as info:
+        ops.push_delivery(store, "d1")
+    assert str(info.value) == (
+        "git push origin feat-d1 was rejected ([rejected] (non-fast-forward)); it is never "
+        "forced: integrate the remote changes by hand")
+    assert git.Repo(origin).heads["feat-d1"].commit.hexsha == other
+    [approval] = store.read("d1").approvals
+    assert (approval.used_at, approval.used_by) == (None, None)
+
+
+@pytest.mark.e2e
+def test_a_push_to_a_remote_that_never_answers_is_stopped_at_its_deadline_with_its_transport(
+        tmp_path: Path, calls: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, _ = git_harness(tmp_path)
+    store = new(root)
+    assert run_all(store) == ["completed"] * 4
+    approve(store, "d1", "external-write")
+    hang = tmp_path / "silent-ssh"
+    hang.write_text("#!/bin/sh\nsleep 117\n")  # the shell and its sleep: a transport's tree
+    hang.chmod(0o755)
+    repo = git.Repo(root)
+    repo.git.remote("set-url", "origin", "ssh://specops.invalid/origin.git")
+    repo.git.config("core.sshCommand", str(hang))
+    monkeypatch.setattr(gitflow, "GIT_DEADLINE_S", 2)
+    with pytest.raises(gitflow.GitError) as info:
+        ops.push_delivery(store, "d1")
+    assert str(info.value) == (
+        "git push origin feat-d1 did not finish within 2 s and was stopped; check that origin is "
+        "reachable, then push again")
+    left = [p for p in psutil.process_iter(["cmdline"])
+            if str(hang) in (line := " ".join(p.info["cmdline"] or [])) or line == "sleep 117"]
+    assert psutil.wait_procs(left, timeout=10)[1] == []
+    [approval] = store.read("d1").approvals
+    assert (approval.used_at, approval.used_by) == (None, None)
 
 def last_node_risk(root: Path) -> Store:
     store = make_delivery(root)
