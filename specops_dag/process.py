@@ -328,17 +328,14 @@ def _wait(proc: subprocess.Popen, started: float, limits: _Limits, out: Path,
           ) -> tuple[str, str | None]:
     """Wait until the child exits ("exited") or is killed: "deadline", "busy", "idle", or
     "stopped" with the watch's reason. The limits are looked at every `POLL_S`; the exit is
-    seen as it happens: the child's pidfd (Linux 5.3) wakes `poll`. (`Popen.wait(timeout)`
-    sleeps in steps that double up to 50 ms: an ended child was seen up to ~35 ms late, and
-    a child a few ms slower could cost a step that much more.)"""
+    seen as it happens (`_Exit`: the child's pidfd wakes `poll`). `Popen.wait(timeout)` sleeps
+    in steps that double up to 50 ms: an ended child was seen up to ~35 ms late, and a child a
+    few ms slower could cost a step that much more."""
     last_size, last_change = -1, time.monotonic()
-    exited = os.pidfd_open(proc.pid)  # readable once the child has ended
-    ended = select.poll()  # not `select.select`: a step worker may hold fds past 1024
-    ended.register(exited, select.POLLIN)
+    exited = _Exit(proc)
     try:
         while True:
-            if ended.poll(POLL_S * 1000):
-                proc.wait()
+            if exited.within(POLL_S):
                 return "exited", None
             now = time.monotonic()
             busy_for = busy() if busy is not None else None
@@ -361,7 +358,40 @@ def _wait(proc: subprocess.Popen, started: float, limits: _Limits, out: Path,
                 proc.wait()
                 return verdict
     finally:
-        os.close(exited)
+        exited.close()
+
+
+class _Exit:
+    """A child's exit as an event: its pidfd, readable once it has ended, polled (not
+    `select.select`: a step worker may hold fds past 1024). Where the kernel has no pidfd
+    (Linux before 5.3, or a sandbox that forbids `pidfd_open`), `Popen.wait(timeout)` instead:
+    the same answer, seen up to ~35 ms late."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc, self.fd = proc, None
+        try:
+            self.fd = os.pidfd_open(proc.pid)
+        except OSError:
+            return
+        self.poll = select.poll()
+        self.poll.register(self.fd, select.POLLIN)
+
+    def within(self, seconds: float) -> bool:
+        """Has the child exited (it is then reaped)? Waits up to `seconds` for it."""
+        if self.fd is not None:
+            if not self.poll.poll(seconds * 1000):
+                return False
+            self.proc.wait()
+            return True
+        try:
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
 
 
 def kill_tree(pid: int) -> None:

@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+import errno
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
 
+from specops_dag import process
 from specops_dag.errors import ToolMissing
 from specops_dag.process import run_process
 
@@ -36,6 +41,35 @@ def test_a_deadline_kills_the_whole_tree_including_a_grandchild_in_its_own_sessi
     grandchild = int(pid_file.read_text())
     assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"
 
+
+
+def test_a_childs_exit_wakes_the_runner_through_its_pidfd_never_a_sleeping_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    timeouts = []
+    wait = subprocess.Popen.wait
+
+    def spy(self, timeout=None):
+        timeouts.append(timeout)
+        return wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", spy)
+    result = run_process(["sleep", "0.3"], cwd=tmp_path, deadline_s=30)
+    assert (result.exit_code, result.ok) == (0, True)
+    assert timeouts == [None]  # reaped once the pidfd said it ended; Popen never slept for it
+
+
+def test_without_a_pidfd_the_exit_code_and_the_deadline_still_hold(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_pidfd(pid: int, flags: int = 0) -> int:
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    # the runner's `os` only: psutil, which kills the tree, keeps the real one
+    monkeypatch.setattr(process, "os", SimpleNamespace(**{**vars(os), "pidfd_open": no_pidfd}))
+    exited = run_process([sys.executable, "-c", "import sys; sys.exit(3)"], cwd=tmp_path,
+                         deadline_s=30)
+    assert (exited.exit_code, exited.timed_out) == (3, False)
+    stuck = run_process(["sleep", "30"], cwd=tmp_path, deadline_s=1)
+    assert (stuck.exit_code, stuck.timed_out) == (None, True)
 
 def test_an_idle_child_is_killed_by_the_idle_watchdog(tmp_path: Path) -> None:
     result = run_process([sys.executable, "-c", "import time; print('hi', flush=True); "
