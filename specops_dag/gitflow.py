@@ -100,17 +100,22 @@ def branch_worktree(target: Path, path: Path, branch: str, start: str, what: str
     branch if it exists, else on a new branch at `start`."""
     if (path / ".git").is_file():
         return path
-    repo = _git().Repo(target)
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        repo.git.worktree("prune")
-        if branch in repo.heads:
-            repo.git.worktree("add", str(path), branch)
-        else:
-            repo.git.worktree("add", "-b", branch, str(path), start)
-    except _git().GitCommandError as err:
+
+    def git(*args: str):  # through the runner: a checkout of a large product has a deadline
+        return run_process(["git", "-C", str(target), *args], cwd=target,
+                           deadline_s=GIT_DEADLINE_S)
+
+    git("worktree", "prune")
+    exists = git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").ok
+    added = git("worktree", "add", str(path), branch) if exists else git(
+        "worktree", "add", "-b", branch, str(path), start)
+    if not added.ok:
+        said = (added.stderr or added.stdout).strip().splitlines()  # its error is the last line
+        why = (f"did not finish within {GIT_DEADLINE_S} s" if added.timed_out
+               else said[-1] if said else f"exit {added.exit_code}")
         raise WriteConflict(f"write conflict: cannot create the worktree of {what} at {path} on "
-                            f"branch {branch}: {err.stderr.strip()}") from err
+                            f"branch {branch}: {why}")
     return path
 
 

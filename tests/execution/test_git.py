@@ -12,8 +12,9 @@ import pytest
 
 from specops_dag.delivery import lifecycle as ops
 from specops_dag.delivery.store import Store
+from specops_dag.errors import WriteConflict
 from specops_dag.execution.step import run_step
-from specops_dag.gitflow import sync_tree
+from specops_dag.gitflow import ensure_worktree, sync_tree
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from ..support.cli import job_execute, specops
@@ -324,3 +325,16 @@ def test_product_changes_lists_staged_unstaged_deleted_untracked_and_committed_p
     assert gitflow.product_changes(tmp_path) == []
     assert gitflow.product_changes(tmp_path, since=base) == [
         "edited.txt", "gone.txt", "moved.txt", "new dir/ü é.txt", "renamed.txt"]
+
+
+def test_a_worktree_git_cannot_create_is_a_write_conflict_naming_the_branch_and_gits_reason(
+        tmp_path: Path) -> None:
+    root, _ = git_harness(tmp_path)
+    git.Repo(root).git.checkout("-b", "feat-d1")  # the user works on the delivery's branch
+    with pytest.raises(WriteConflict) as info:
+        ensure_worktree(root, root, "d1")
+    path = root / ".specops/worktrees/d1"
+    assert str(info.value) == (
+        f"write conflict: cannot create the worktree of `d1` at {path} on branch feat-d1: "
+        f"fatal: 'feat-d1' is already checked out at '{root}'")
+    assert not path.exists()
