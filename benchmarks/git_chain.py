@@ -245,8 +245,10 @@ def main() -> None:
         subprocess.run([*specops, "new", "chain", "c2", "--request", "bench"], env=env,
                        check=True, capture_output=True, stdin=subprocess.DEVNULL)
         late, early = side_by_side(root)
+        one = []  # each chain's ratio
         for delivery, (_, starts, samples, whole) in zip(CHAINS, chains, strict=True):
             head, tail = head_tail(starts)
+            one.append(tail / head)
             cpu = [cpu_at(samples, t) for t in starts]
             cpu_head, cpu_tail = head_tail(cpu)
             print(f"{N}-node git chain `{delivery}`: per-node cost first 20 {head:.3f} s, last 20 "
@@ -258,7 +260,6 @@ def main() -> None:
             print(f"  CPU per node (the run worker and its children): first 20 {cpu_head:.3f} s, "
                   f"last 20 {cpu_tail:.3f} s, ratio {cpu_tail / cpu_head:.2f}; per 20-node "
                   "window: " + ", ".join(f"{w:.3f}" for w in windows(cpu)))
-        one = [tail / head for head, tail in (head_tail(c[1]) for c in chains)]
         print(f"one chain, the median of {len(CHAINS)} (one after the other): "
               f"{statistics.median(one):.2f} (target <= 1.1)")
         first_s = chains[0][0]

@@ -43,6 +43,13 @@ class GitError(SpecopsError):
     """A git operation failed (push rejected, repository broken)."""
 
 
+def run_git(where: Path, *args: str, env: dict[str, str] | None = None):
+    """`git -C <where> <args>` through the runner, with `GIT_DEADLINE_S`: its tree is killed at
+    the deadline and ends with its run. Returns the `ProcessResult`."""
+    return run_process(["git", "-C", str(where), *args], cwd=where, env=env,
+                       deadline_s=GIT_DEADLINE_S)
+
+
 def branch_name(delivery: str) -> str:
     return f"feat-{delivery}"
 
@@ -101,15 +108,10 @@ def branch_worktree(target: Path, path: Path, branch: str, start: str, what: str
     if (path / ".git").is_file():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-
-    def git(*args: str):  # through the runner: a checkout of a large product has a deadline
-        return run_process(["git", "-C", str(target), *args], cwd=target,
-                           deadline_s=GIT_DEADLINE_S)
-
-    git("worktree", "prune")
-    exists = git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").ok
-    added = git("worktree", "add", str(path), branch) if exists else git(
-        "worktree", "add", "-b", branch, str(path), start)
+    run_git(target, "worktree", "prune")  # a checkout of a large product has a deadline too
+    exists = run_git(target, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").ok
+    added = run_git(target, "worktree", "add", str(path), branch) if exists else run_git(
+        target, "worktree", "add", "-b", branch, str(path), start)
     if not added.ok:
         said = (added.stderr or added.stdout).strip().splitlines()  # its error is the last line
         why = (f"did not finish within {GIT_DEADLINE_S} s" if added.timed_out
@@ -121,9 +123,7 @@ def branch_worktree(target: Path, path: Path, branch: str, start: str, what: str
 
 def contains(worktree: Path, rev: str) -> bool:
     """Is `rev` already part of the worktree's HEAD?"""
-    result = run_process(["git", "-C", str(worktree), "merge-base", "--is-ancestor", rev, "HEAD"],
-                         cwd=worktree, deadline_s=GIT_DEADLINE_S)
-    return result.exit_code == 0
+    return run_git(worktree, "merge-base", "--is-ancestor", rev, "HEAD").exit_code == 0
 
 
 @dataclass(frozen=True)
@@ -145,10 +145,8 @@ def _merge_git(worktree: Path):
     env = {**os.environ, **IDENTITY}
 
     def git(*args: str):
-        return run_process(["git", "-C", str(worktree), "-c", "core.hooksPath=/dev/null",
-                            "-c", "commit.gpgsign=false", *NO_MAINTENANCE, *args],
-                           cwd=worktree, env=env,
-                           deadline_s=GIT_DEADLINE_S)
+        return run_git(worktree, "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false",
+                       *NO_MAINTENANCE, *args, env=env)
 
     return git
 
@@ -198,8 +196,7 @@ def merging(worktree: Path) -> str | None:
 
 def branch_heads(worktree: Path, pattern: str) -> set[str]:
     """The commits the branches matching `pattern` (a `refs/heads/` glob) point at."""
-    result = run_process(["git", "-C", str(worktree), "for-each-ref", "--format=%(objectname)",
-                          f"refs/heads/{pattern}"], cwd=worktree, deadline_s=GIT_DEADLINE_S)
+    result = run_git(worktree, "for-each-ref", "--format=%(objectname)", f"refs/heads/{pattern}")
     return set(result.stdout.split()) if result.ok else set()
 
 
@@ -219,8 +216,7 @@ def export_tree(target: Path, delivery: str, into: Path) -> Path:
     env = {**os.environ, "GIT_INDEX_FILE": str(into / "index")}
 
     def git(*args: str):
-        return run_process(["git", "-C", str(target), *args], cwd=target, env=env,
-                           deadline_s=GIT_DEADLINE_S)
+        return run_git(target, *args, env=env)
 
     rev = branch if git("rev-parse", "--verify", "--quiet", branch).ok else "HEAD"
     tree = into / "tree"
@@ -242,8 +238,7 @@ def snapshot_commit(worktree: Path, scratch: Path, message: str) -> tuple[str, s
     scratch.mkdir(parents=True, exist_ok=True)
 
     def git(*args: str) -> str:
-        result = run_process(["git", "-C", str(worktree), *args], cwd=worktree, env=env,
-                             deadline_s=GIT_DEADLINE_S)
+        result = run_git(worktree, *args, env=env)
         if not result.ok:
             raise GitError(f"cannot snapshot {worktree} (`git {' '.join(args)}` exited "
                            f"{result.exit_code}: {result.stderr.strip()})")
@@ -260,8 +255,7 @@ def snapshot_commit(worktree: Path, scratch: Path, message: str) -> tuple[str, s
 
 def add_detached_worktree(repo: Path, path: Path, rev: str) -> None:
     """A throwaway worktree of `repo` at `rev` (no branch): `remove_worktree` takes it away."""
-    result = run_process(["git", "-C", str(repo), "worktree", "add", "--detach", str(path), rev],
-                         cwd=repo, deadline_s=GIT_DEADLINE_S)
+    result = run_git(repo, "worktree", "add", "--detach", str(path), rev)
     if not result.ok:
         raise GitError(f"cannot create a throwaway worktree at {path} "
                        f"(`git worktree add --detach` exited {result.exit_code}: "
@@ -271,12 +265,10 @@ def add_detached_worktree(repo: Path, path: Path, rev: str) -> None:
 def remove_worktree(repo: Path, path: Path) -> None:
     """Remove a throwaway worktree with whatever it holds (build output included), and prune
     git's record of it, also when its folder is already gone."""
-    run_process(["git", "-C", str(repo), "worktree", "remove", "--force", "--force", str(path)],
-                cwd=repo, deadline_s=GIT_DEADLINE_S)
+    run_git(repo, "worktree", "remove", "--force", "--force", str(path))
     if path.exists():
         shutil.rmtree(path, ignore_errors=True)
-    run_process(["git", "-C", str(repo), "worktree", "prune"], cwd=repo,
-                deadline_s=GIT_DEADLINE_S)
+    run_git(repo, "worktree", "prune")
 
 
 def stale_locks(worktree: Path, branch: str) -> tuple[list[Path], list[Path]]:
@@ -491,15 +483,12 @@ def push(worktree: Path, delivery: str) -> str:
     is ended with its whole tree (ssh included) at `GIT_DEADLINE_S`, and git never asks for
     credentials on a terminal no one watches (`GIT_TERMINAL_PROMPT=0`)."""
     branch = branch_name(delivery)
-    remotes = run_process(["git", "-C", str(worktree), "remote"], cwd=worktree,
-                          deadline_s=GIT_DEADLINE_S)
-    if "origin" not in remotes.stdout.split():
+    if "origin" not in run_git(worktree, "remote").stdout.split():
         raise GitError(f"cannot push {branch}: the target repository has no `origin` remote; "
                        "add one with `git remote add origin <url>`")
-    done = run_process(["git", "-C", str(worktree), "push", "--porcelain", "origin",
-                        f"refs/heads/{branch}:refs/heads/{branch}"], cwd=worktree,
-                       env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
-                       deadline_s=GIT_DEADLINE_S)
+    done = run_git(worktree, "push", "--porcelain", "origin",
+                   f"refs/heads/{branch}:refs/heads/{branch}",
+                   env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     if done.timed_out:
         raise GitError(f"git push origin {branch} did not finish within {GIT_DEADLINE_S} s and "
                        "was stopped; check that origin is reachable, then push again")

@@ -42,7 +42,6 @@ def test_a_deadline_kills_the_whole_tree_including_a_grandchild_in_its_own_sessi
     assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"
 
 
-
 def test_a_childs_exit_wakes_the_runner_through_its_pidfd_never_a_sleeping_wait(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     timeouts = []
@@ -70,6 +69,7 @@ def test_without_a_pidfd_the_exit_code_and_the_deadline_still_hold(
     assert (exited.exit_code, exited.timed_out) == (3, False)
     stuck = run_process(["sleep", "30"], cwd=tmp_path, deadline_s=1)
     assert (stuck.exit_code, stuck.timed_out) == (None, True)
+
 
 def test_an_idle_child_is_killed_by_the_idle_watchdog(tmp_path: Path) -> None:
     result = run_process([sys.executable, "-c", "import time; print('hi', flush=True); "

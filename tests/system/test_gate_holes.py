@@ -160,7 +160,6 @@ def test_a_push_git_rejects_leaves_the_external_write_approval_usable(
     assert "feat-d1" in origin_heads(origin)
 
 
-
 @pytest.mark.e2e
 def test_a_push_origin_refuses_as_no_fast_forward_names_the_rejection_and_is_never_forced(
         tmp_path: Path, calls: Path) -> None:
@@ -205,6 +204,7 @@ def test_a_push_to_a_remote_that_never_answers_is_stopped_at_its_deadline_with_i
     assert psutil.wait_procs(left, timeout=10)[1] == []
     [approval] = store.read("d1").approvals
     assert (approval.used_at, approval.used_by) == (None, None)
+
 
 def last_node_risk(root: Path) -> Store:
     store = make_delivery(root)
