@@ -6,11 +6,11 @@ to files (never pipes that can fill up) and kills the whole process tree on expi
 are snapshotted first because tools may start their own sessions. `Background` starts a child
 the same way for a caller that talks to it while it runs (an application under QA).
 
-No child outlives us however we end (issue #22): each child starts in its own session with a
-small reaper beside it (`REAPER`, in a session of its own, started first) that holds the read
-end of a pipe only we write to; we write the child's session to it as soon as the child exists.
-When we exit, are killed or close it after the child ended, the reaper wakes and ends every
-process left in the child's session and their descendants. Children start without a `preexec_fn`
+No child outlives us however we end (issue #22): each child starts in its own session, and the
+process's one reaper (`REAPER`, a small process in a session of its own, started with the first
+child and kept) is told of each child's session as soon as it exists, and again when it ended.
+The reaper ends what a child left in its session once the child ended, and every session still
+running once we exit or are killed (its pipe closes). Children start without a `preexec_fn`
 (so Python spawns them with vfork, not fork: a fork copies the page tables of a step worker that
 grows along a long run and makes each page it writes next fault once). A Dagster multiprocess
 step worker also ends itself when the run process that started it is gone (`end_with_run`).
@@ -35,24 +35,19 @@ KILL_GRACE_S = 2.0
 POLL_S = 0.1  # how often a running child's limits are looked at
 
 
-# Run by `python -I -S -c REAPER <fd>`: read the child's session (a line) and block until the
-# pipe closes, then SIGTERM and (after the grace) SIGKILL every process of the session and their
-# descendants. A pipe closed before a session was written: no child was started.
+# Run by `python -I -S -c REAPER <fd> <grace>`, once per process that starts children (`Reaper`):
+# it reads lines from a pipe only that process writes to — `+<sid>` when a child started in
+# session <sid>, `-<sid>` when it ended — and ends what is left of a session when its child ended:
+# SIGTERM to every process of the session and their descendants, SIGKILL after the grace to
+# whatever is still there. When the pipe closes (the process exited or was killed: the kernel
+# closes its end) it ends every session still registered the same way, then exits.
 REAPER = r"""
-import os, signal, sys, time
-fd, given = int(sys.argv[1]), b""
-try:
-    while chunk := os.read(fd, 64):
-        given += chunk
-except OSError:
-    pass
-session = given.split(b"\n")[0]
-if not session.isdigit():
-    sys.exit(0)
-sid = int(session)
+import os, select, signal, sys, time
+fd, grace = int(sys.argv[1]), float(sys.argv[2])
+live, ending, pending = set(), {}, b""
 
-def left():
-    parents, members = {}, set()
+def members(sids):
+    parents, found = {}, set()
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
@@ -64,42 +59,141 @@ def left():
         if fields[0] == b"Z":
             continue
         parents[int(name)] = int(fields[1])
-        if int(fields[3]) == sid:
-            members.add(int(name))
+        if int(fields[3]) in sids:
+            found.add(int(name))
     grew = True
     while grew:
-        more = {p for p, pp in parents.items() if pp in members} - members
-        members |= more
+        more = {p for p, pp in parents.items() if pp in found} - found
+        found |= more
         grew = bool(more)
-    return members
+    return found
 
-for sig, grace in ((signal.SIGTERM, %(grace)r), (signal.SIGKILL, %(grace)r)):
-    victims = left()
-    if not victims:
-        break
-    for pid in victims:
+def send(pids, sig):
+    for pid in pids:
         try:
             os.kill(pid, sig)
         except OSError:
             pass
+
+watcher = select.poll()
+watcher.register(fd, select.POLLIN)
+while True:
+    due = min(ending.values(), default=None)
+    if not due or watcher.poll(max(0.0, due - time.monotonic()) * 1000):
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            break
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            if not line[1:].isdigit():
+                continue
+            sid = int(line[1:])
+            if line[:1] == b"+":
+                live.add(sid)
+                ending.pop(sid, None)
+            elif line[:1] == b"-" and sid in live:
+                live.discard(sid)
+                victims = members({sid})
+                if victims:
+                    send(victims, signal.SIGTERM)
+                    ending[sid] = time.monotonic() + grace
+    now = time.monotonic()
+    for sid in [s for s, t in ending.items() if t <= now]:
+        del ending[sid]
+        send(members({sid}), signal.SIGKILL)
+sids = live | set(ending)
+for sig in (signal.SIGTERM, signal.SIGKILL):
+    victims = members(sids) if sids else set()
+    if not victims:
+        break
+    send(victims, sig)
     until = time.monotonic() + grace
-    while left() and time.monotonic() < until:
+    while members(sids) and time.monotonic() < until:
         time.sleep(0.05)
 """
 
 
-def _start_reaper() -> int:
-    """Start a reaper; return the write end of its pipe (write the child's session to it, then
-    close it to fire)."""
-    read, write = os.pipe()
-    try:
-        subprocess.Popen([sys.executable, "-I", "-S", "-c", REAPER % {"grace": KILL_GRACE_S},
-                          str(read)], pass_fds=(read,), start_new_session=True,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, cwd="/")
-    finally:
-        os.close(read)
-    return write
+class Reaper:
+    """This process's one reaper (`REAPER`), started with its first child and kept while the
+    process lives: telling it of a child is a write to a pipe, not a process start. It runs in a
+    session of its own, so a kill of our group does not reach it before it has done its work. A
+    forked child of this process (a Dagster step worker) never keeps our end of the pipe, which
+    would keep the reaper from seeing our death: `os.register_at_fork` closes it there, and the
+    child starts its own reaper with its own first child. A reaper that died is replaced and
+    told again of every child still running."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.fd: int | None = None
+        self.proc: subprocess.Popen | None = None
+        self.live: set[int] = set()
+
+    def ready(self) -> None:
+        """Start the reaper unless it runs: before a child is started, so none runs unwatched."""
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None:
+                self._start()
+
+    def watch(self, sid: int) -> None:
+        """The child that leads session `sid` started: its session ends with us."""
+        with self.lock:
+            self.live.add(sid)
+            self._send(b"+%d\n" % sid)
+
+    def release(self, sid: int) -> None:
+        """The child that led session `sid` ended: what it left in its session ends now."""
+        with self.lock:
+            if sid in self.live:
+                self.live.discard(sid)
+                self._send(b"-%d\n" % sid)
+
+    def _send(self, line: bytes) -> None:
+        for _ in range(2):
+            if self.fd is not None and self.proc is not None and self.proc.poll() is None:
+                try:
+                    os.write(self.fd, line)
+                    return
+                except BrokenPipeError:
+                    pass
+            self._start()  # it died: a new one, told of every child still running
+        raise OSError(f"the process reaper of pid {os.getpid()} could not be started")
+
+    def _start(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        read, write = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", REAPER, str(read), str(KILL_GRACE_S)],
+                pass_fds=(read,), start_new_session=True, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/")
+        except BaseException:
+            os.close(write)
+            raise
+        finally:
+            os.close(read)
+        self.fd = write
+        if self.live:
+            os.write(write, b"".join(b"+%d\n" % sid for sid in sorted(self.live)))
+
+    def forget(self) -> None:
+        """In a forked child: our parent's reaper is not ours (its pipe's end closed here)."""
+        import threading
+
+        if self.fd is not None:
+            os.close(self.fd)
+        self.lock = threading.Lock()
+        self.fd, self.proc, self.live = None, None, set()
+
+
+REAPER_OF_PROCESS = Reaper()
+os.register_at_fork(after_in_child=REAPER_OF_PROCESS.forget)
 
 
 def end_with_run() -> None:
@@ -138,16 +232,13 @@ _WATCHING = False
 
 
 def _watched_spawn(argv: list[str], cwd: Path, env: dict[str, str] | None, fout, ferr,
-                   piped: bool = False) -> tuple[subprocess.Popen, int]:
-    """The child started with its reaper already beside it, and the reaper's pipe."""
-    reaper = _start_reaper()
-    try:
-        proc = _spawn(argv, cwd, env, fout, ferr, piped)
-    except BaseException:
-        os.close(reaper)  # no child: the reaper reads no session and ends
-        raise
-    os.write(reaper, b"%d\n" % proc.pid)
-    return proc, reaper
+                   piped: bool = False) -> subprocess.Popen:
+    """The child started with the process's reaper already running, and registered with it
+    (`REAPER_OF_PROCESS.release(proc.pid)` once it ended)."""
+    REAPER_OF_PROCESS.ready()
+    proc = _spawn(argv, cwd, env, fout, ferr, piped)
+    REAPER_OF_PROCESS.watch(proc.pid)
+    return proc
 
 
 @dataclass(frozen=True)
@@ -206,15 +297,14 @@ def run_process(
         err.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         with open(out, "wb") as fout, open(err, "wb") as ferr:
-            proc, reaper = _watched_spawn(argv, cwd, env, fout, ferr,
-                                          piped=stdin_data is not None)
+            proc = _watched_spawn(argv, cwd, env, fout, ferr, piped=stdin_data is not None)
             try:
                 if stdin_data is not None:
                     _feed(proc, stdin_data)
                 limits = _Limits(deadline_s, idle_timeout_s, busy_timeout_s)
                 why, stopped = _wait(proc, started, limits, out, watch, busy)
             finally:
-                os.close(reaper)  # what the child left in its session ends now
+                REAPER_OF_PROCESS.release(proc.pid)  # what it left in its session ends now
         return ProcessResult(
             argv=tuple(argv), exit_code=proc.returncode if why == "exited" else None,
             stopped=stopped, timed_out=why == "deadline", idle_timed_out=why == "idle",
@@ -256,8 +346,7 @@ class Background:
         stderr_path.parent.mkdir(parents=True, exist_ok=True)
         self.started = time.monotonic()
         with open(stdout_path, "wb") as fout, open(stderr_path, "wb") as ferr:
-            self.proc, reaper = _watched_spawn(argv, cwd, env, fout, ferr)
-        self._reaper: int | None = reaper
+            self.proc = _watched_spawn(argv, cwd, env, fout, ferr)
         self.timed_out = False
         self._lock = threading.Lock()
         self._result: ProcessResult | None = None
@@ -293,9 +382,7 @@ class Background:
                 code = self.poll()
                 kill_tree(self.proc.pid)  # descendants too, even when the leader has exited
                 self.proc.wait()
-                if self._reaper is not None:
-                    os.close(self._reaper)
-                    self._reaper = None
+                REAPER_OF_PROCESS.release(self.proc.pid)
                 self._result = ProcessResult(
                     argv=self.argv, exit_code=code, timed_out=self.timed_out,
                     idle_timed_out=False, duration_s=round(time.monotonic() - self.started, 3),

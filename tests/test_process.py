@@ -135,19 +135,86 @@ def test_a_child_busy_past_busy_timeout_s_is_killed_with_its_whole_tree(tmp_path
     assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"
 
 
-def test_a_program_that_cannot_start_leaves_no_reaper_running(tmp_path: Path) -> None:
+def test_a_program_that_cannot_start_leaves_no_process_and_nothing_registered(
+        tmp_path: Path) -> None:
     me = psutil.Process()
+    process.REAPER_OF_PROCESS.ready()
     before = {c.pid for c in me.children(recursive=True)}
     with pytest.raises(ToolMissing):
         run_process([str(tmp_path / "no-such-tool")], cwd=tmp_path, deadline_s=5)
-    until = time.monotonic() + 5
-    while time.monotonic() < until:
-        left = [c for c in me.children(recursive=True) if c.pid not in before
-                and c.status() != psutil.STATUS_ZOMBIE]
-        if not left:
-            break
+    left = [c for c in me.children(recursive=True) if c.pid not in before
+            and c.status() != psutil.STATUS_ZOMBIE]
+    assert (left, process.REAPER_OF_PROCESS.live) == ([], set())
+
+
+def test_one_reaper_serves_every_child_of_a_process(tmp_path: Path) -> None:
+    process.REAPER_OF_PROCESS.ready()
+    reaper = process.REAPER_OF_PROCESS.proc.pid
+    for _ in range(5):
+        assert run_process(["true"], cwd=tmp_path, deadline_s=10).exit_code == 0
+    reapers = [c.pid for c in psutil.Process().children()
+               if c.status() != psutil.STATUS_ZOMBIE and "-I" in c.cmdline()]
+    assert (reapers, process.REAPER_OF_PROCESS.live) == ([reaper], set())
+
+
+def test_what_a_child_left_in_its_session_is_ended_once_it_exited(tmp_path: Path) -> None:
+    result = run_process(["sh", "-c", "sleep 60 & echo $!"], cwd=tmp_path, deadline_s=10)
+    assert result.exit_code == 0
+    assert gone(int(result.stdout), within_s=10)
+
+
+# A process that starts two children the way a step worker does, forks a child of its own that
+# outlives it, then waits to be killed: the first child's reaper died before the second started.
+PARENT = """
+import os, sys, time
+from pathlib import Path
+from specops_dag import process
+out = Path(sys.argv[1])
+first = process.Background(["sleep", "120"], cwd=out, deadline_s=120,
+                           stdout_path=out / "a.out", stderr_path=out / "a.err")
+process.REAPER_OF_PROCESS.proc.kill()
+process.REAPER_OF_PROCESS.proc.wait()
+second = process.Background(["sleep", "120"], cwd=out, deadline_s=120,
+                            stdout_path=out / "b.out", stderr_path=out / "b.err")
+forked = os.fork()
+if forked == 0:
+    time.sleep(120)
+    os._exit(0)
+(out / "pids").write_text(f"{first.pid} {second.pid} {forked}")
+time.sleep(120)
+"""
+
+
+def test_a_killed_process_takes_its_children_along_though_its_reaper_was_replaced_and_it_forked(
+        tmp_path: Path) -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path)],
+                              stdin=subprocess.DEVNULL, start_new_session=True)
+    until = time.monotonic() + 30
+    while not (tmp_path / "pids").exists() and time.monotonic() < until:
         time.sleep(0.05)
-    assert left == []
+    first, second, forked = map(int, (tmp_path / "pids").read_text().split())
+    try:
+        parent.kill()
+        parent.wait()
+        # the fork does not hold the pipe open; the new reaper was told of the first child too
+        assert (gone(first, within_s=10), gone(second, within_s=10)) == (True, True)
+        assert not gone(forked, within_s=0)
+    finally:
+        os.kill(forked, 9)
+
+
+def gone(pid: int, within_s: float) -> bool:
+    """Whether process `pid` has ended (or is a zombie) within `within_s` seconds."""
+    until = time.monotonic() + within_s
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= until:
+            return False
+        time.sleep(0.05)
 
 
 def test_a_child_is_spawned_without_a_preexec_hook_so_python_can_use_vfork(
@@ -162,5 +229,6 @@ def test_a_child_is_spawned_without_a_preexec_hook_so_python_can_use_vfork(
         real(self, *args, **kwargs)
 
     monkeypatch.setattr(subprocess.Popen, "__init__", record)
+    process.REAPER_OF_PROCESS.ready()  # started with an earlier child, or now
     assert run_process([sys.executable, "-c", "pass"], cwd=tmp_path, deadline_s=10).exit_code == 0
-    assert seen == [None, None]  # the reaper, then the child
+    assert seen == [None]  # the child (the reaper was already running)
