@@ -1,7 +1,10 @@
-"""The delivery's git workflow (DESIGN §10, seed 001 §9) with GitPython: a dedicated worktree on
-branch `feat-<delivery>`, two commits per successful step (product, then metadata), and a push
-that never forces. The user's checkout and other branches are never touched; a dirty worktree is
-a write conflict to resolve by hand, never a silent reset.
+"""The delivery's git workflow (DESIGN §10, seed 001 §9): a dedicated worktree on branch
+`feat-<delivery>`, two commits per successful step (product, then metadata), and a push that
+never forces. The user's checkout and other branches are never touched; a dirty worktree is a
+write conflict to resolve by hand, never a silent reset.
+
+Every git command runs through the runner (`run_git`: a deadline, its tree ended with its run);
+GitPython finds a repository's folders and reads its refs from files, which starts no process.
 """
 
 from __future__ import annotations
@@ -43,11 +46,32 @@ class GitError(SpecopsError):
     """A git operation failed (push rejected, repository broken)."""
 
 
-def run_git(where: Path, *args: str, env: dict[str, str] | None = None):
+def run_git(where: Path, *args: str, env: dict[str, str] | None = None,
+            stdin: bytes | None = None):
     """`git -C <where> <args>` through the runner, with `GIT_DEADLINE_S`: its tree is killed at
-    the deadline and ends with its run. Returns the `ProcessResult`."""
+    the deadline and ends with its run. Returns the `ProcessResult`; its output is decoded with
+    `surrogateescape`, so a path that is not UTF-8 goes back to git as it came. A folder that
+    does not exist is a GitError saying so."""
+    if not os.path.isdir(where):
+        raise GitError(f"cannot run `git {args[0] if args else ''}` in {where}: that folder "
+                       "does not exist")
     return run_process(["git", "-C", str(where), *args], cwd=where, env=env,
-                       deadline_s=GIT_DEADLINE_S)
+                       deadline_s=GIT_DEADLINE_S, stdin_data=stdin, errors="surrogateescape")
+
+
+def git_out(where: Path, *args: str, env: dict[str, str] | None = None,
+            stdin: bytes | None = None) -> str:
+    """The output of `git -C <where> <args>` (`run_git`), or a GitError naming the command, the
+    folder and git's own reason."""
+    result = run_git(where, *args, env=env, stdin=stdin)
+    if not result.ok:
+        said = (result.stderr or result.stdout).strip().splitlines()
+        reason = next((line for line in said if line.startswith(("fatal:", "error:"))),
+                      said[-1] if said else "")
+        why = (f"did not finish within {GIT_DEADLINE_S} s and was stopped" if result.timed_out
+               else f"exited {result.exit_code}" + (f": {reason}" if reason else ""))
+        raise GitError(f"`git {' '.join(args)}` in {where} {why}")
+    return result.stdout
 
 
 def branch_name(delivery: str) -> str:
@@ -315,16 +339,19 @@ def open_by_any_process(paths: set[str]) -> set[str] | None:
 def numstat(worktree: Path, base: str, rev: str) -> str:
     """`git diff --numstat base rev`: added, deleted and path of each file, tab-separated."""
     try:
-        return _git().Repo(worktree).git.diff("--numstat", "--no-renames", base, rev)
-    except (_git().exc.GitError, OSError, ValueError) as err:
-        raise GitError(f"cannot diff {base[:12]}..{rev[:12]} in {worktree}: {err}") from err
+        return git_out(worktree, "diff", "--numstat", "--no-renames", base, rev).rstrip("\n")
+    except GitError as err:
+        raise GitError(f"cannot diff {base[:12]}..{rev[:12]} in {worktree}: {err.message}"
+                       ) from err
 
 
 def head(worktree: Path) -> str:
-    """HEAD's commit. Closed at once: GitPython keeps a `git cat-file` process per repository
-    object, which a run of many steps would otherwise leave running until the collector frees it."""
-    with _git().Repo(worktree) as repo:
-        return repo.head.commit.hexsha
+    """HEAD's commit, resolved from the repository's files (HEAD, the branch, packed refs):
+    no git process, and no object is read (GitPython would start a `git cat-file` for that).
+    Raises ValueError for a HEAD with no commit yet, GitPython's errors for no repository."""
+    git = _git()
+    with git.Repo(worktree) as repo:
+        return git.SymbolicReference.dereference_recursive(repo, "HEAD")
 
 
 def product_changes(worktree: Path, since: str | None = None) -> list[str]:
@@ -332,15 +359,13 @@ def product_changes(worktree: Path, since: str | None = None) -> list[str]:
     what one `git status` reports (staged, unstaged, untracked; no rename pairing), plus what
     the commits after `since` changed. The metadata folders are left out by pathspec, so git
     does not even walk them (a delivery adds files there at every node)."""
-    repo = _git().Repo(worktree)
     scope = ["--", ".", *(f":(exclude){m}" for m in METADATA)]
-    listed = repo.git.execute(["git", "status", "--porcelain=v1", "-z", "--no-renames",
-                               "--untracked-files=all", *scope], strip_newline_in_stdout=False)
+    listed = git_out(worktree, "status", "--porcelain=v1", "-z", "--no-renames",
+                     "--untracked-files=all", *scope)
     paths = {entry[3:] for entry in listed.split("\0") if entry}  # "XY path"
     if since:
-        paths.update(repo.git.execute(["git", "diff", "--name-only", "-z", "--no-renames",
-                                       since, "HEAD", *scope], strip_newline_in_stdout=False)
-                     .split("\0"))
+        paths.update(git_out(worktree, "diff", "--name-only", "-z", "--no-renames", since,
+                             "HEAD", *scope).split("\0"))
     paths.discard("")  # after the last NUL
     return sorted(paths)
 
@@ -362,14 +387,13 @@ class StepCommits:
 
 def commit_product(worktree: Path, delivery: str, node: str, attempt: int) -> str | None:
     """Commit every change outside phases/ and docs/phase/; None when there is none."""
-    repo = _git().Repo(worktree)
     changed = product_changes(worktree)
     if not changed:
         return None
     # Exactly the changed paths: an exclude pathspec over an ignored folder (a harness root's
     # /phases/) would make `git add` fail.
-    _add_literal(repo, changed)
-    return _commit(repo, f"[{delivery}] {node} attempt {attempt}: product changes")
+    _add_literal(worktree, changed)
+    return _commit(worktree, f"[{delivery}] {node} attempt {attempt}: product changes")
 
 
 def commit_metadata(worktree: Path, delivery_dir: Path, delivery: str, node: str,
@@ -380,24 +404,24 @@ def commit_metadata(worktree: Path, delivery_dir: Path, delivery: str, node: str
     copied and added, and the folders of `others` (the delivery's other nodes, each
     committed by its own steps) are not looked at: a commit costs the same at the 200th node of a
     delivery as at the first."""
-    repo = _git().Repo(worktree)
     message = f"[{delivery}] {node} attempt {attempt}: metadata"
     changed = [f"phases/{delivery}/{rel}"
                for rel in sync_tree(delivery_dir, worktree / "phases" / delivery, skip=others)]
     if (worktree / "docs" / "phase" / delivery).exists():
         changed.append(f"docs/phase/{delivery}")
     if changed:
-        _add_literal(repo, changed, force=True)  # force: a harness root's exclude names /phases/
-    return (_commit(repo, message) if changed else None) or made_before(repo, message, since)
+        _add_literal(worktree, changed, force=True)  # force: a harness root's exclude: /phases/
+    return (_commit(worktree, message) if changed else None) or made_before(worktree, message,
+                                                                            since)
 
 
-def made_before(repo, message: str, since: str | None) -> str | None:
+def made_before(worktree: Path, message: str, since: str | None) -> str | None:
     """The commit of `message` already on the branch after `since` (the step's base commit, so a
     reopened step's earlier run never counts) — a run killed after `git commit` and before the
     state recorded its SHA — or None when there was nothing to commit at all."""
     scope = [f"{since}..HEAD"] if since else []
-    return repo.git.log("-1", "--fixed-strings", f"--grep={message}", "--format=%H",
-                        *scope).strip() or None
+    return git_out(worktree, "log", "-1", "--fixed-strings", f"--grep={message}", "--format=%H",
+                   *scope).strip() or None
 
 
 # A copy's mtime is its source's moved back 2 s. Git takes a file whose mtime is not older than
@@ -448,32 +472,27 @@ def _sync_folder(src: str, dest: str, rel: str, copied: list[str],
                          copied)
 
 
-def _add_literal(repo, paths: list[str], force: bool = False) -> None:
-    """`git add -A` of exactly `paths` (literal, NUL-separated, from a file: no argv limit)."""
-    listing = Path(repo.git_dir) / "specops-add-paths"
-    listing.write_bytes(b"\0".join(p.encode() for p in paths))
-    try:
-        repo.git.execute(["git", "--literal-pathspecs", "add", "-A", *(["-f"] if force else []),
-                          f"--pathspec-from-file={listing}", "--pathspec-file-nul"])
-    finally:
-        listing.unlink(missing_ok=True)
+def _add_literal(worktree: Path, paths: list[str], force: bool = False) -> None:
+    """`git add -A` of exactly `paths` (literal, NUL-separated, on its stdin: no argv limit)."""
+    git_out(worktree, "--literal-pathspecs", "add", "-A", *(["-f"] if force else []),
+            "--pathspec-from-file=-", "--pathspec-file-nul",
+            stdin=b"\0".join(os.fsencode(p) for p in paths))
 
 
-def _commit(repo, message: str) -> str | None:
+def _commit(worktree: Path, message: str) -> str | None:
     """Commit the index on HEAD as specops; None when it holds nothing new (its tree is HEAD's).
     Git's plumbing: `write-tree`, `commit-tree` (no hook of the target repository, no signing
     prompt) and `update-ref` of HEAD's branch from the HEAD it was made on, so a branch that moved
     meanwhile fails the commit instead of losing the other work. Unlike `git commit` it does not
     stat every tracked file again (`git add` just did, for what changed) nor start `git
     maintenance`: a commit costs the same at the 200th node of a delivery as at the first."""
-    tree = repo.git.execute(["git", "write-tree"]).strip()
-    parent, parent_tree = repo.git.execute(["git", "rev-parse", "HEAD", "HEAD^{tree}"]).split()
+    tree = git_out(worktree, "write-tree").strip()
+    parent, parent_tree = git_out(worktree, "rev-parse", "HEAD", "HEAD^{tree}").split()
     if tree == parent_tree:
         return None
-    commit = repo.git.execute(["git", "-c", "commit.gpgsign=false", "commit-tree", tree,
-                               "-p", parent, "-m", message],
-                              env={**os.environ, **IDENTITY}).strip()
-    repo.git.execute(["git", "update-ref", "-m", f"commit: {message}", "HEAD", commit, parent])
+    commit = git_out(worktree, "-c", "commit.gpgsign=false", "commit-tree", tree, "-p", parent,
+                     "-m", message, env={**os.environ, **IDENTITY}).strip()
+    git_out(worktree, "update-ref", "-m", f"commit: {message}", "HEAD", commit, parent)
     return commit
 
 

@@ -279,6 +279,7 @@ def run_process(
     watch: Callable[[], str | None] | None = None,
     busy: Callable[[], float | None] | None = None,
     busy_timeout_s: float | None = None,
+    errors: str = "replace",
 ) -> ProcessResult:
     """Run argv to completion or until a deadline; the tree is killed on expiry.
 
@@ -287,7 +288,8 @@ def run_process(
     called at every poll and answers how long the child's oldest unfinished operation has been
     running (None: none is), e.g. a command of an agent that prints nothing meanwhile: while one
     runs the idle timer is suspended (it restarts when the last one ends), and one running longer
-    than `busy_timeout_s` kills the tree (`busy_timed_out`). The wall deadline always applies."""
+    than `busy_timeout_s` kills the tree (`busy_timed_out`). The wall deadline always applies.
+    `errors`: how output that is not UTF-8 is decoded (`surrogateescape` keeps its bytes)."""
     if not argv or not all(isinstance(a, str) for a in argv):
         raise TypeError("argv must be a non-empty list of strings")
     with tempfile.TemporaryDirectory(prefix="specops-proc-") as scratch:
@@ -310,8 +312,8 @@ def run_process(
             stopped=stopped, timed_out=why == "deadline", idle_timed_out=why == "idle",
             busy_timed_out=why == "busy",
             duration_s=round(time.monotonic() - started, 3),
-            stdout=out.read_text(encoding="utf-8", errors="replace"),
-            stderr=err.read_text(encoding="utf-8", errors="replace"))
+            stdout=out.read_text(encoding="utf-8", errors=errors),
+            stderr=err.read_text(encoding="utf-8", errors=errors))
 
 
 def _spawn(argv: list[str], cwd: Path, env: dict[str, str] | None, fout, ferr,
@@ -323,6 +325,9 @@ def _spawn(argv: list[str], cwd: Path, env: dict[str, str] | None, fout, ferr,
             stdin=subprocess.PIPE if piped else subprocess.DEVNULL,
             start_new_session=True)
     except FileNotFoundError as e:
+        if not os.path.isdir(cwd):
+            raise ToolMissing(f"cannot run `{argv[0]}` in {cwd}: that folder does not exist"
+                              ) from e
         raise ToolMissing(f"`{argv[0]}` not found (cwd {cwd}); install it or fix "
                           "the command") from e
     except PermissionError as e:

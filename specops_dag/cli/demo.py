@@ -8,12 +8,11 @@ and says what full validation would need; nothing pretends a build ran.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import git
 
 from specops_dag.agent.replay import ReplayServer, load_scenario
 from specops_dag.builtin import DEMO_SCENARIO as SCENARIO
@@ -21,6 +20,7 @@ from specops_dag.builtin import FIXTURES
 from specops_dag.delivery import lifecycle as ops
 from specops_dag.delivery.gates import approve
 from specops_dag.delivery.store import Store
+from specops_dag.gitflow import git_out
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 FIXTURE = "all-pass"
@@ -45,10 +45,12 @@ def prepare_demo(base: Path, dotnet_available: bool) -> DemoPlan:
     (root / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
     if not (root / "AGENTS.md").exists():
         (root / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
-    repo = git.Repo.init(root, initial_branch="main")
-    repo.git.add(A=True)
-    who = git.Actor("specops demo", "demo@specops.invalid")
-    repo.index.commit("demo fixture", author=who, committer=who)
+    who = {"GIT_AUTHOR_NAME": "specops demo", "GIT_AUTHOR_EMAIL": "demo@specops.invalid",
+           "GIT_COMMITTER_NAME": "specops demo", "GIT_COMMITTER_EMAIL": "demo@specops.invalid"}
+    git_out(root, "init", "-q", "-b", "main")
+    git_out(root, "add", "-A")
+    git_out(root, "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "commit",
+            "-q", "--no-verify", "-m", "demo fixture", env={**os.environ, **who})
     return DemoPlan(root, f"demo-{n}", "full" if dotnet_available else "docs-only")
 
 

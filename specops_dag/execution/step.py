@@ -53,11 +53,6 @@ from specops_dag.workflow.model import MAX_ATTEMPTS
 AVAILABLE_EXECUTORS = ("command", "codex")
 
 
-def _git_error() -> type[Exception]:
-    import git  # GitPython loads on first use
-
-    return git.GitCommandError
-
 # completed/reused: materialize; blocked/skipped: no materialization; failed: retry;
 # error/environment: stop without retry.
 Status = Literal["completed", "reused", "blocked", "skipped", "failed", "error", "environment"]
@@ -515,7 +510,7 @@ def commit_metadata(store: Store, delivery: str, node: str) -> Delivery:
             sha = gitflow.commit_metadata(
                 tree, store.delivery_dir(delivery), delivery, node, step.attempts,
                 step.base_commit, others=frozenset(s.name for s in state.steps) - {node})
-        except _git_error() as err:  # the step is completed; the next run commits again
+        except gitflow.GitError as err:  # the step is completed; the next run commits again
             raise gitflow.GitError(f"the metadata commit of `{node}` failed, the step stays "
                                    f"completed and the next `specops run {delivery}` commits "
                                    f"it: {err}") from err

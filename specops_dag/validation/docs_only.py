@@ -1,7 +1,7 @@
 """Decides whether a step's git change is documentation only (seed 001 §8 docs-only, DESIGN §8),
 so the .NET build may be skipped. Anything doubtful falls back to full validation: a git failure,
 an empty or bookkeeping-only change, an untracked C# or other file, a path through a symlink.
-Reads git (GitPython) and the work tree; changes nothing.
+Reads git (two commands through the runner) and the work tree; changes nothing.
 """
 
 from __future__ import annotations
@@ -9,10 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import git
+from specops_dag.gitflow import GitError, git_out
 
 BOOKKEEPING = {"index.json", "prompt.md", "request.md", "last-message.txt", ".lock",
                ".run.lock"}
@@ -41,15 +39,12 @@ def classify(path: str, delivery: str) -> str:
     return "doc" if p.suffix == ".md" else "other"  # the delivery's own documents (handoffs)
 
 
-def changed_paths(repo: git.Repo, base: str) -> list[str]:
-    """Every path changed since `base` in the work tree (both sides of a rename) + untracked."""
-    paths: list[str] = []
-    for diff in repo.commit(base).diff(None, R=False):
-        for side in (diff.a_path, diff.b_path):
-            if side and side not in paths:
-                paths.append(side)
-    paths += [p for p in repo.untracked_files if p not in paths]
-    return paths
+def changed_paths(target: Path, base: str) -> list[str]:
+    """Every path changed since `base` in the work tree (both sides of a rename: no rename
+    pairing) + untracked, in git's order."""
+    untracked = git_out(target, "ls-files", "-z", "--others", "--exclude-standard")
+    listed = git_out(target, "diff", "--name-only", "-z", "--no-renames", base, "--")
+    return list(dict.fromkeys(p for p in (listed + untracked).split("\0") if p))
 
 
 def through_symlink(root: Path, path: str) -> bool:
@@ -65,14 +60,10 @@ def docs_only_change(target: Path, base_commit: str | None, delivery: str) -> Do
     """Whether the change since `base_commit` may skip the build; `reason` says why (not)."""
     if not base_commit:
         return DocsDecision(False, "no base commit was recorded for the step")
-    import git  # GitPython loads on first use: the code location imports this module
-
     try:
-        with git.Repo(target) as repo:  # closed: no `git cat-file` process outlives the check
-            paths = changed_paths(repo, base_commit)
-    except (git.GitError, ValueError) as err:
-        return DocsDecision(False, f"git could not list the change ({type(err).__name__}: "
-                            f"{str(err).strip().splitlines()[0] if str(err).strip() else ''})")
+        paths = changed_paths(target, base_commit)
+    except GitError as err:
+        return DocsDecision(False, f"git could not list the change ({err.message})")
     if not paths:
         return DocsDecision(False, "the change since the base commit is empty")
     linked = [p for p in paths if through_symlink(target, p)]

@@ -83,6 +83,49 @@ def test_steps_run_one_after_another_in_one_process_leave_no_git_process_running
             if c.pid not in before] == []
 
 
+def test_every_git_command_of_a_run_starts_through_the_runner(
+        tmp_path: Path, calls: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specops_dag import process
+
+    root, _ = git_harness(tmp_path)
+    store = new(root)
+    started, runner = [], []
+    popen, spawn = subprocess.Popen.__init__, process._spawn
+
+    def seen(self, args, *rest, **kwargs):
+        started.append(list(args))
+        popen(self, args, *rest, **kwargs)
+
+    def through_runner(argv, *rest, **kwargs):
+        runner.append(list(argv))
+        return spawn(argv, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", seen)
+    monkeypatch.setattr(process, "_spawn", through_runner)
+    assert run_all(store) == ["completed"] * 4
+    gits = [argv for argv in started if argv[0] == "git"]
+    assert len(gits) > 40  # four steps: status, add, write-tree, commit-tree, merges ...
+    assert [argv for argv in gits if argv not in runner] == []
+
+
+def test_a_path_that_is_not_utf8_is_committed_as_it_is_named(tmp_path: Path) -> None:
+    from specops_dag import gitflow
+
+    repo = git.Repo.init(tmp_path, initial_branch="main")
+    (tmp_path / "base.txt").write_text("base")
+    repo.index.add(["base.txt"])
+    repo.index.commit("base", author=git.Actor("t", "t@example.com"))
+    name = b"caf\xe9.txt"  # Latin-1, not UTF-8
+    with open(os.path.join(os.fsencode(tmp_path), name), "wb") as fh:
+        fh.write(b"x")
+    assert gitflow.product_changes(tmp_path) == [os.fsdecode(name)]
+    sha = gitflow.commit_product(tmp_path, "d1", "a", 1)
+    listed = subprocess.run(["git", "ls-tree", "-z", "--name-only", sha], cwd=tmp_path,
+                            capture_output=True, check=True).stdout
+    assert listed.split(b"\0") == [b"base.txt", name, b""]
+    assert gitflow.product_changes(tmp_path) == []
+
+
 def test_specops_commits_start_no_git_maintenance_so_no_gc_runs_during_or_after_a_step(
         tmp_path: Path, calls: Path) -> None:
     import hashlib

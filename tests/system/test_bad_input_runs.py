@@ -223,25 +223,33 @@ def test_a_run_killed_after_the_metadata_commit_but_before_its_sha_was_recorded_
 @pytest.mark.e2e
 def test_a_failed_metadata_commit_fails_the_step_visibly_and_the_next_run_retries_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from specops_dag import gitflow
     from specops_dag.execution.step import run_step
     from specops_dag.gitflow import GitError
 
-
     root, store = git_delivery(tmp_path, monkeypatch)
-    import git
+    real, locks = gitflow.commit_metadata, []
 
-    from specops_dag import gitflow
+    def locked(worktree: Path, *args: object, **kwargs: object) -> str | None:
+        git_dir = subprocess.run(["git", "-C", str(worktree), "rev-parse", "--absolute-git-dir"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        locks.append((Path(git_dir) / "index.lock", worktree))  # another git holds the index
+        locks[-1][0].touch()
+        return real(worktree, *args, **kwargs)
 
-    real = gitflow.commit_metadata
-
-    def refused(*args: object, **kwargs: object) -> None:
-        raise git.GitCommandError(["git", "add"], 128, b"fatal: Unable to create index.lock")
-
-    monkeypatch.setattr(gitflow, "commit_metadata", refused)
+    monkeypatch.setattr(gitflow, "commit_metadata", locked)
     with pytest.raises(GitError) as err:
         run_step(store, "d1", "a")
-    assert err.value.message.startswith("the metadata commit of `a` failed, the step stays "
-                                        "completed and the next `specops run d1` commits it: ")
+    [(lock, worktree)] = locks
+    assert err.value.message == (
+        "the metadata commit of `a` failed, the step stays completed and the next `specops run "
+        "d1` commits it: `git --literal-pathspecs add -A -f --pathspec-from-file=- "
+        f"--pathspec-file-nul` in {worktree} exited 128: fatal: Unable to create "
+        f"'{lock}': File exists.")
+    assert store.read("d1").get_step("a").status == "completed"
+    lock.unlink()
     monkeypatch.setattr(gitflow, "commit_metadata", real)
     assert run_step(store, "d1", "a").status == "reused"
     assert store.read("d1").get_step("a").commits["metadata"] not in (None, "pending")

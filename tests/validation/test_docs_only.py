@@ -107,10 +107,13 @@ def test_a_path_through_a_symlink_falls_back(tmp_path: Path) -> None:
 def test_a_git_failure_falls_back(tmp_path: Path) -> None:
     root, _ = repo_with_base(tmp_path)
     decision = docs_only_change(root, "0" * 40, "d1")
-    assert decision.docs_only is False
-    assert decision.reason.startswith("git could not list the change (")
+    assert (decision.docs_only, decision.reason) == (False, (
+        f"git could not list the change (`git diff --name-only -z --no-renames {'0' * 40} --` "
+        f"in {root} exited 128: fatal: bad object {'0' * 40})"))
     plain = tmp_path / "plain"
     plain.mkdir()
-    assert docs_only_change(plain, "HEAD", "d1").reason.startswith(
-        "git could not list the change (InvalidGitRepositoryError")
+    assert docs_only_change(plain, "HEAD", "d1").reason == (
+        "git could not list the change (`git ls-files -z --others --exclude-standard` in "
+        f"{plain} exited 128: fatal: not a git repository (or any of the parent directories): "
+        ".git)")
     assert docs_only_change(root, None, "d1").reason == "no base commit was recorded for the step"
