@@ -172,7 +172,8 @@ class Reaper:
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", REAPER, str(read), str(KILL_GRACE_S)],
                 pass_fds=(read,), start_new_session=True, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/")
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
+                env={})  # it needs nothing of ours: not a secret, not a run's SPECOPS_ROOT
         except BaseException:
             os.close(write)
             raise

@@ -155,6 +155,7 @@ def test_one_reaper_serves_every_child_of_a_process(tmp_path: Path) -> None:
     reapers = [c.pid for c in psutil.Process().children()
                if c.status() != psutil.STATUS_ZOMBIE and "-I" in c.cmdline()]
     assert (reapers, process.REAPER_OF_PROCESS.live) == ([reaper], set())
+    assert psutil.Process(reaper).environ() == {}  # no secret, no run's SPECOPS_ROOT
 
 
 def test_what_a_child_left_in_its_session_is_ended_once_it_exited(tmp_path: Path) -> None:
@@ -228,7 +229,7 @@ def test_a_child_is_spawned_without_a_preexec_hook_so_python_can_use_vfork(
         seen.append(kwargs.get("preexec_fn"))
         real(self, *args, **kwargs)
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", record)
     process.REAPER_OF_PROCESS.ready()  # started with an earlier child, or now
+    monkeypatch.setattr(subprocess.Popen, "__init__", record)
     assert run_process([sys.executable, "-c", "pass"], cwd=tmp_path, deadline_s=10).exit_code == 0
     assert seen == [None]  # the child (the reaper was already running)
