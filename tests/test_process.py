@@ -91,6 +91,14 @@ def test_a_missing_program_is_an_environment_error(tmp_path: Path) -> None:
     assert info.value.exit_code == 3
 
 
+def test_a_working_folder_that_does_not_exist_is_named_not_taken_for_a_missing_program(
+        tmp_path: Path) -> None:
+    with pytest.raises(ToolMissing) as info:
+        run_process(["git", "status"], cwd=tmp_path / "gone", deadline_s=5)
+    assert info.value.message == (f"cannot run `git` in {tmp_path / 'gone'}: that folder does "
+                                  "not exist")
+
+
 @pytest.mark.e2e
 def test_a_busy_child_is_not_killed_as_idle_and_its_exit_code_is_kept(tmp_path: Path) -> None:
     result = run_process([sys.executable, "-c", "import sys, time; print('start', flush=True); "

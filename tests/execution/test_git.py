@@ -111,6 +111,22 @@ def test_every_git_command_of_a_run_starts_through_the_runner(
     assert [argv for argv in gits if argv not in runner] == []
 
 
+def test_git_that_fails_or_has_no_folder_is_a_git_error_naming_the_command_and_gits_reason(
+        tmp_path: Path) -> None:
+    from specops_dag import gitflow
+
+    with pytest.raises(gitflow.GitError) as info:
+        gitflow.product_changes(tmp_path / "gone")
+    assert info.value.message == (f"cannot run `git status` in {tmp_path / 'gone'}: that "
+                                  "folder does not exist")
+    with pytest.raises(gitflow.GitError) as info:
+        gitflow.product_changes(tmp_path)
+    assert info.value.message == (
+        "`git status --porcelain=v1 -z --no-renames --untracked-files=all -- . :(exclude)phases "
+        f":(exclude)docs/phase` in {tmp_path} exited 128: fatal: not a git repository (or any "
+        "of the parent directories): .git")
+
+
 def test_a_path_that_is_not_utf8_is_committed_as_it_is_named(tmp_path: Path) -> None:
     from specops_dag import gitflow
 
