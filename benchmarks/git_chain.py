@@ -19,9 +19,10 @@ it is the host's speed that changes. The same question, at the same time:
   A''. the last 20 nodes of the completed chain (reopened at node N-20 and run again: the product
      file differs at every run, so each makes both commits) and the first nodes of a new delivery
      of the same workflow, as two `specops run`s at once: the mean time between consecutive step
-     starts of each while both ran (the new delivery's run is then killed; the reaper beside its
-     `dagster job execute` ends its tree). Dagster's own cost between steps is in it. Three
-     rounds (a new delivery each), their ratios and the median.
+     starts of each while both ran (the new delivery's run is then killed; the reaper of the
+     `specops run` ends its `dagster job execute` and that one's reaper its steps' children).
+     Dagster's own cost between steps is in it. Three rounds (a new delivery each), their
+     ratios and the median.
 And side by side:
   A'. one step at the end of the completed chain (node N-1, its state holding N completed steps)
      against one at its start (node 19 of a second delivery of the same workflow, 20 steps
@@ -180,7 +181,7 @@ def paired(root: Path, env: dict[str, str], specops: list[str], home: Path, new:
                              stderr=subprocess.DEVNULL) for d in ("c1", new)]
     assert runs[0].wait() == 0, "the run of the reopened nodes did not complete"
     tree = psutil.Process(runs[1].pid).children(recursive=True)
-    runs[1].kill()  # its Dagster run's processes end with it (the reaper beside each)
+    runs[1].kill()  # its Dagster run's processes end with it (each process's reaper)
     runs[1].wait()
     psutil.wait_procs(tree, timeout=30)
     late = step_starts(home, "c1")[-20:]  # the completed nodes before them start too (reused)
