@@ -65,13 +65,19 @@ def git_out(where: Path, *args: str, env: dict[str, str] | None = None,
     folder and git's own reason."""
     result = run_git(where, *args, env=env, stdin=stdin)
     if not result.ok:
-        said = (result.stderr or result.stdout).strip().splitlines()
-        reason = next((line for line in said if line.startswith(("fatal:", "error:"))),
-                      said[-1] if said else "")
+        reason = gits_reason(result)
         why = (f"did not finish within {GIT_DEADLINE_S} s and was stopped" if result.timed_out
                else f"exited {result.exit_code}" + (f": {reason}" if reason else ""))
         raise GitError(f"`git {' '.join(args)}` in {where} {why}")
     return result.stdout
+
+
+def gits_reason(result) -> str:
+    """Git's own line of why a command failed: its first `fatal:` or `error:` line, else the last
+    line it printed (progress before it is noise), else ""."""
+    said = (result.stderr or result.stdout).strip().splitlines()
+    return next((line for line in said if line.startswith(("fatal:", "error:"))),
+                said[-1] if said else "")
 
 
 def branch_name(delivery: str) -> str:
@@ -137,9 +143,8 @@ def branch_worktree(target: Path, path: Path, branch: str, start: str, what: str
     added = run_git(target, "worktree", "add", str(path), branch) if exists else run_git(
         target, "worktree", "add", "-b", branch, str(path), start)
     if not added.ok:
-        said = (added.stderr or added.stdout).strip().splitlines()  # its error is the last line
         why = (f"did not finish within {GIT_DEADLINE_S} s" if added.timed_out
-               else said[-1] if said else f"exit {added.exit_code}")
+               else gits_reason(added) or f"exit {added.exit_code}")
         raise WriteConflict(f"write conflict: cannot create the worktree of {what} at {path} on "
                             f"branch {branch}: {why}")
     return path
