@@ -15,15 +15,22 @@
 A's first and last 20 nodes run minutes apart, so a machine that speeds up or slows down meanwhile
 (a shared host) moves A by as much as the growth it measures; beside A, the CPU time of the run
 worker per node (its own and its children's, sampled from /proc), which tracks A's wall time when
-it is the host's speed that changes. The same question, at the same time:
-  A''. the last 20 nodes of the completed chain (reopened at node N-20 and run again: the product
-     file differs at every run, so each makes both commits) and the first nodes of a new delivery
-     of the same workflow, as two `specops run`s at once: the mean time between consecutive step
-     starts of each while both ran (the new delivery's run is then killed; the reaper of the
-     `specops run` ends its `dagster job execute` and that one's reaper its steps' children).
-     Dagster's own cost between steps is in it. Three rounds (a new delivery each), their
-     ratios and the median.
-And side by side:
+it is the host's speed that changes. The same question at the same time:
+  A''. the last 20 nodes of a new chain's first run and the first 20 nodes of another new
+     delivery of the same workflow, as two `specops run`s whose windows overlap: the second is
+     started once the chain's node N-20-lead has started, and its run stops by itself at node 20
+     (the step command fails there when the run's environment says BENCH_STOP_AT=n20, so node
+     20 still starts). The mean time between consecutive step starts over nodes N-20..N-1 and
+     over nodes 1..20 (node 0 of a new delivery also creates its worktree, a one-time cost that
+     is not a growth; leaving it out raises the ratio). Dagster's own cost between steps is in
+     it, and so is the contention of two runs on two cores. Three rounds, a new chain each;
+     `lead` starts at 28 nodes (how far a chain gets while a `specops run` starts its first
+     step, here) and is corrected after each round by how far apart the two windows' middles
+     were; each round prints how much of the late window the early one covered. (An earlier
+     version reopened the completed chain's last 20 nodes instead: the chain then first walks
+     its 180 completed steps, so the new delivery was at its nodes ~30-60 by then — not its
+     first 20 — and every reopen adds revisions and events to the chain's state.)
+And in one process:
   A'. one step at the end of the completed chain (node N-1, its state holding N completed steps)
      against one at its start (node 19 of a second delivery of the same workflow, 20 steps
      completed), each reopened and run again with `run_step` in this process, alternately, 7
@@ -55,7 +62,8 @@ N = int(os.environ.get("BENCH_N", "200"))
 WRITE = ("[python3, -c, \"import os,pathlib,time; n=os.environ['SPECOPS_NODE']; "
          "pathlib.Path('src').mkdir(exist_ok=True); "
          "pathlib.Path('src', n + '.txt').write_text(n + str(time.time()) + chr(10)); "
-         "pathlib.Path(os.environ['SPECOPS_NODE_DIR'], 'out.txt').write_text(n)\"]")
+         "pathlib.Path(os.environ['SPECOPS_NODE_DIR'], 'out.txt').write_text(n); "
+         "raise SystemExit(n == os.environ.get('BENCH_STOP_AT'))\"]")
 
 
 def harness(root: Path) -> None:
@@ -163,34 +171,43 @@ def side_by_side(root: Path, rounds: int = 7) -> tuple[float, float]:
     return statistics.median(late), statistics.median(early)
 
 
-def paired(root: Path, env: dict[str, str], specops: list[str], home: Path, new: str
-           ) -> tuple[float, float]:
-    """A'' above: the last 20 nodes of the completed chain (reopened at node N-20) and the first
-    nodes of a new delivery `new` of the same workflow, two `specops run`s at the same time, so
-    a host that changes speed changes both. Returns the mean seconds between consecutive step
-    starts of each while both ran (the new delivery's run is ended once the other's is done)."""
-    import psutil
+def aligned(root: Path, env: dict[str, str], specops: list[str], home: Path, k: int,
+            lead: int) -> tuple[float, float, float, int]:
+    """A'' above, one round: a new delivery `a<k>` of the chain is run from its start; once its
+    node N-20-lead has started (its product file appeared), a new delivery `e<k>` is run, which
+    stops by itself at node 20 — so that its nodes 1..20 run while a<k>'s last 20 do. Returns
+    the (late, early) mean seconds between consecutive step starts, how much of the late window
+    the early one covered, and `lead` corrected by how far apart the two windows' middles were
+    (for the next round)."""
+    for delivery in (f"a{k}", f"e{k}"):
+        done = subprocess.run([*specops, "new", "chain", delivery, "--request", "bench"],
+                              env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, f"specops new {delivery}: {done.stdout}{done.stderr}"
 
-    for argv in (["new", "chain", new, "--request", "bench"],
-                 ["reopen", "c1", f"n{N - 20}", "--reason", "bench"]):
-        done = subprocess.run([*specops, *argv], env=env, capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL)
-        assert done.returncode == 0, f"specops {' '.join(argv)}: {done.stdout}{done.stderr}"
-    runs = [subprocess.Popen([*specops, "run", d, "--executor", "in_process"], env=env,
-                             cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL) for d in ("c1", new)]
-    assert runs[0].wait() == 0, "the run of the reopened nodes did not complete"
-    tree = psutil.Process(runs[1].pid).children(recursive=True)
-    runs[1].kill()  # its Dagster run's processes end with it (each process's reaper)
-    runs[1].wait()
-    psutil.wait_procs(tree, timeout=30)
-    late = step_starts(home, "c1")[-20:]  # the completed nodes before them start too (reused)
-    early = [t for t in step_starts(home, new) if late[0] <= t <= late[-1]]
-    assert len(early) >= 10, f"the new delivery started {len(early)} steps meanwhile"
-    return (late[-1] - late[0]) / (len(late) - 1), (early[-1] - early[0]) / (len(early) - 1)
+    def run(delivery: str, extra: dict[str, str]) -> subprocess.Popen:
+        return subprocess.Popen([*specops, "run", delivery, "--executor", "in_process"],
+                                env={**env, **extra}, cwd=root, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    marker = root / ".specops/worktrees" / f"a{k}" / "src" / f"n{N - 20 - lead}.txt"
+    chain = run(f"a{k}", {})
+    while not marker.exists() and chain.poll() is None:
+        time.sleep(0.005)
+    assert run(f"e{k}", {"BENCH_STOP_AT": "n20"}).wait() != 0, f"e{k} ran past node 20"
+    assert chain.wait() == 0, f"the run of a{k} did not complete"
+    late = step_starts(home, f"a{k}")[-20:]  # nodes N-20 .. N-1
+    early = step_starts(home, f"e{k}")[1:21]  # nodes 1 .. 20 (node 20 fails, 3 attempts)
+    assert len(early) == 20, f"e{k} started {len(early) + 1} steps"
+    per_late = (late[-1] - late[0]) / (len(late) - 1)
+    overlap = max(0.0, min(late[-1], early[-1]) - max(late[0], early[0]))
+    # early's middle after late's: launch it sooner, a node of the chain per `per_late` seconds
+    shift = ((early[0] + early[-1]) - (late[0] + late[-1])) / 2
+    return (per_late, (early[-1] - early[0]) / (len(early) - 1), overlap / (late[-1] - late[0]),
+            max(0, min(N - 21, round(lead + shift / per_late))))
 
 
 CHAINS = ("c1", "c3", "c4")  # A, three chains one after the other (c2 is A's, side by side)
+ROUNDS = 3  # A'', a chain and an early delivery each
 
 
 def one_chain(root: Path, env: dict[str, str], specops: list[str], home: Path, delivery: str
@@ -242,7 +259,10 @@ def main() -> None:
         base = statistics.median(timed([sys.executable, "-c", "pass"], env, root)[0]
                                  for _ in range(5))
         lose = statistics.median(s for s, _ in losing)
-        pairs = [paired(root, env, specops, work / "dagster_home", f"p{i}") for i in range(3)]
+        pairs, lead = [], min(28, N - 21)  # ~ the nodes a chain runs while a run starts
+        for k in range(ROUNDS):
+            *pair, lead = aligned(root, env, specops, work / "dagster_home", k, lead)
+            pairs.append(pair)
         subprocess.run([*specops, "new", "chain", "c2", "--request", "bench"], env=env,
                        check=True, capture_output=True, stdin=subprocess.DEVNULL)
         late, early = side_by_side(root)
@@ -264,13 +284,13 @@ def main() -> None:
         print(f"one chain, the median of {len(CHAINS)} (one after the other): "
               f"{statistics.median(one):.2f} (target <= 1.1)")
         first_s = chains[0][0]
-        ratios = [late / early for late, early in pairs]
-        print(f"at the same time: the last 20 nodes / the first nodes of a new delivery = "
-              f"{statistics.median(ratios):.2f}, the median of 3 rounds: "
-              + ", ".join(f"{late:.3f} s / {early:.3f} s = {late / early:.2f}"
-                          for late, early in pairs)
-              + " (two runs at once, each node's cost from step start to step start; the same "
-              "target)")
+        ratios = [late / early for late, early, _ in pairs]
+        print(f"at the same time: the last 20 nodes / the first 20 of a new delivery = "
+              f"{statistics.median(ratios):.2f}, the median of {len(pairs)} rounds: "
+              + ", ".join(f"{late:.3f} s / {early:.3f} s = {late / early:.2f} ({cover:.0%} "
+                          "at once)" for late, early, cover in pairs)
+              + " (two `specops run`s, each node's cost from step start to step start; the "
+              "same target)")
         print(f"side by side: a step at node {N - 1} {late:.3f} s / at node 19 {early:.3f} s = "
               f"{late / early:.2f}, {(late - early) * 1000:.0f} ms more (median of 7 each, "
               "alternating, without Dagster's own cost between steps; the same target)")
