@@ -28,7 +28,7 @@ it is the host's speed that changes. The same question at the same time:
      step, here) and is corrected after each round by how far apart the two windows' middles
      were; each round prints how much of the late window the early one covered. (An earlier
      version reopened the completed chain's last 20 nodes instead: the chain then first walks
-     its 180 completed steps, so the new delivery was at its nodes ~30-60 by then — not its
+     its 180 completed steps (~23 s), so the new delivery was some 60 nodes in by then — not its
      first 20 — and every reopen adds revisions and events to the chain's state.)
 And in one process:
   A'. one step at the end of the completed chain (node N-1, its state holding N completed steps)
