@@ -171,6 +171,21 @@ def side_by_side(root: Path, rounds: int = 7) -> tuple[float, float]:
     return statistics.median(late), statistics.median(early)
 
 
+def new_chain(specops: list[str], env: dict[str, str], delivery: str) -> None:
+    """`specops new chain <delivery>`, which must succeed."""
+    done = subprocess.run([*specops, "new", "chain", delivery, "--request", "bench"], env=env,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, f"specops new {delivery}: {done.stdout}{done.stderr}"
+
+
+def start_run(specops: list[str], env: dict[str, str], root: Path, delivery: str
+              ) -> subprocess.Popen:
+    """`specops run <delivery>` with the in-process executor, started and not waited for."""
+    return subprocess.Popen([*specops, "run", delivery, "--executor", "in_process"], env=env,
+                            cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
 def aligned(root: Path, env: dict[str, str], specops: list[str], home: Path, k: int,
             lead: int) -> tuple[float, float, float, int]:
     """A'' above, one round: a new delivery `a<k>` of the chain is run from its start; once its
@@ -180,29 +195,23 @@ def aligned(root: Path, env: dict[str, str], specops: list[str], home: Path, k: 
     the early one covered, and `lead` corrected by how far apart the two windows' middles were
     (for the next round)."""
     for delivery in (f"a{k}", f"e{k}"):
-        done = subprocess.run([*specops, "new", "chain", delivery, "--request", "bench"],
-                              env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        assert done.returncode == 0, f"specops new {delivery}: {done.stdout}{done.stderr}"
-
-    def run(delivery: str, extra: dict[str, str]) -> subprocess.Popen:
-        return subprocess.Popen([*specops, "run", delivery, "--executor", "in_process"],
-                                env={**env, **extra}, cwd=root, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
+        new_chain(specops, env, delivery)
     marker = root / ".specops/worktrees" / f"a{k}" / "src" / f"n{N - 20 - lead}.txt"
-    chain = run(f"a{k}", {})
+    chain = start_run(specops, env, root, f"a{k}")
     while not marker.exists() and chain.poll() is None:
         time.sleep(0.005)
-    assert run(f"e{k}", {"BENCH_STOP_AT": "n20"}).wait() != 0, f"e{k} ran past node 20"
+    early_run = start_run(specops, {**env, "BENCH_STOP_AT": "n20"}, root, f"e{k}")
+    assert early_run.wait() != 0, f"e{k} ran past node 20"
     assert chain.wait() == 0, f"the run of a{k} did not complete"
     late = step_starts(home, f"a{k}")[-20:]  # nodes N-20 .. N-1
     early = step_starts(home, f"e{k}")[1:21]  # nodes 1 .. 20 (node 20 fails, 3 attempts)
     assert len(early) == 20, f"e{k} started {len(early) + 1} steps"
-    per_late = (late[-1] - late[0]) / (len(late) - 1)
+    late_s, early_s = late[-1] - late[0], early[-1] - early[0]
+    per_late = late_s / (len(late) - 1)
     overlap = max(0.0, min(late[-1], early[-1]) - max(late[0], early[0]))
     # early's middle after late's: launch it sooner, a node of the chain per `per_late` seconds
     shift = ((early[0] + early[-1]) - (late[0] + late[-1])) / 2
-    return (per_late, (early[-1] - early[0]) / (len(early) - 1), overlap / (late[-1] - late[0]),
+    return (per_late, early_s / (len(early) - 1), overlap / late_s,
             max(0, min(N - 21, round(lead + shift / per_late))))
 
 
@@ -216,13 +225,10 @@ def one_chain(root: Path, env: dict[str, str], specops: list[str], home: Path, d
     the run worker's CPU samples, head and tail means from the step records' whole seconds)."""
     from specops_dag.delivery.store import Store
 
-    subprocess.run([*specops, "new", "chain", delivery, "--request", "bench"], env=env,
-                   check=True, capture_output=True, stdin=subprocess.DEVNULL)
+    new_chain(specops, env, delivery)
     samples: list[tuple[float, float]] = []
     started = time.monotonic()
-    proc = subprocess.Popen([*specops, "run", delivery, "--executor", "in_process"], env=env,
-                            cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = start_run(specops, env, root, delivery)
     run_worker_cpu(proc, samples)
     first_s, code = time.monotonic() - started, proc.wait()
     assert code == 0, f"the first run of {delivery} did not complete"
@@ -263,8 +269,7 @@ def main() -> None:
         for k in range(ROUNDS):
             *pair, lead = aligned(root, env, specops, work / "dagster_home", k, lead)
             pairs.append(pair)
-        subprocess.run([*specops, "new", "chain", "c2", "--request", "bench"], env=env,
-                       check=True, capture_output=True, stdin=subprocess.DEVNULL)
+        new_chain(specops, env, "c2")
         late, early = side_by_side(root)
         one = []  # each chain's ratio
         for delivery, (_, starts, samples, whole) in zip(CHAINS, chains, strict=True):
