@@ -23,13 +23,18 @@ it is the host's speed that changes. The same question at the same time:
      20 still starts). The mean time between consecutive step starts over nodes N-20..N-1 and
      over nodes 1..20 (node 0 of a new delivery also creates its worktree, a one-time cost that
      is not a growth; leaving it out raises the ratio). Dagster's own cost between steps is in
-     it, and so is the contention of two runs on two cores. Three rounds, a new chain each;
+     it, and so is the contention of two runs on two cores. Five rounds, a new chain each;
      `lead` starts at 28 nodes (how far a chain gets while a `specops run` starts its first
      step, here) and is corrected after each round by how far apart the two windows' middles
      were; each round prints how much of the late window the early one covered. (An earlier
      version reopened the completed chain's last 20 nodes instead: the chain then first walks
      its 180 completed steps (~23 s), so the new delivery was some 60 nodes in by then — not its
      first 20 — and every reopen adds revisions and events to the chain's state.)
+And how far the host alone moves such a ratio:
+  control. one step (node 19 of a delivery, 20 steps completed) run N times in this process, its
+     state file put back to the same bytes before each run, so nothing it reads grows: the mean
+     of its last 20 runs over the mean of its first 20 (after the first), over a span like a
+     chain's (no Dagster around it: how much the host's speed moves a ratio by itself).
 And in one process:
   A'. one step at the end of the completed chain (node N-1, its state holding N completed steps)
      against one at its start (node 19 of a second delivery of the same workflow, 20 steps
@@ -171,6 +176,31 @@ def side_by_side(root: Path, rounds: int = 7) -> tuple[float, float]:
     return statistics.median(late), statistics.median(early)
 
 
+def control(root: Path, times: int = N) -> tuple[float, float]:
+    """A constant workload measured as A is (the host's own drift over a chain's span): node 19
+    of a delivery run `times` times in this process, its state file put back to the same bytes
+    (node 19 reopened, 20 steps completed) before each run, so nothing a step reads grows; the
+    mean seconds of its first 20 runs (after the first) and of its last 20."""
+    from specops_dag import collector
+    from specops_dag.delivery.lifecycle import reopen
+    from specops_dag.delivery.store import Store
+    from specops_dag.execution.step import run_step
+
+    collector.tune()
+    store = Store(root)
+    for i in range(20):
+        assert run_step(store, "k1", f"n{i}").status == "completed", f"k1 n{i} did not complete"
+    reopen(store, "k1", "n19")
+    path = store.index_path("k1")
+    saved, costs = path.read_bytes(), []
+    for _ in range(times):
+        path.write_bytes(saved)
+        started = time.perf_counter()
+        assert run_step(store, "k1", "n19").status == "completed", "k1 n19 did not complete"
+        costs.append(time.perf_counter() - started)
+    return statistics.mean(costs[1:21]), statistics.mean(costs[-20:])
+
+
 def new_chain(specops: list[str], env: dict[str, str], delivery: str) -> None:
     """`specops new chain <delivery>`, which must succeed."""
     done = subprocess.run([*specops, "new", "chain", delivery, "--request", "bench"], env=env,
@@ -216,7 +246,7 @@ def aligned(root: Path, env: dict[str, str], specops: list[str], home: Path, k: 
 
 
 CHAINS = ("c1", "c3", "c4")  # A, three chains one after the other (c2 is A's, side by side)
-ROUNDS = 3  # A'', a chain and an early delivery each
+ROUNDS = 5  # A'', a chain and an early delivery each
 
 
 def one_chain(root: Path, env: dict[str, str], specops: list[str], home: Path, delivery: str
@@ -271,6 +301,8 @@ def main() -> None:
             pairs.append(pair)
         new_chain(specops, env, "c2")
         late, early = side_by_side(root)
+        new_chain(specops, env, "k1")
+        still = control(root)
         one = []  # each chain's ratio
         for delivery, (_, starts, samples, whole) in zip(CHAINS, chains, strict=True):
             head, tail = head_tail(starts)
@@ -288,6 +320,10 @@ def main() -> None:
                   "window: " + ", ".join(f"{w:.3f}" for w in windows(cpu)))
         print(f"one chain, the median of {len(CHAINS)} (one after the other): "
               f"{statistics.median(one):.2f} (target <= 1.1)")
+        print(f"control (nothing grows): one step run {N} times, its state put back each "
+              f"time, last 20 / first 20 = {still[1]:.3f} s / {still[0]:.3f} s = "
+              f"{still[1] / still[0]:.2f} — how far this host alone moves a ratio of A over "
+              "a span like a chain's (in this process, without Dagster)")
         first_s = chains[0][0]
         ratios = [late / early for late, early, _ in pairs]
         print(f"at the same time: the last 20 nodes / the first 20 of a new delivery = "
