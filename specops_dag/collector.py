@@ -9,7 +9,7 @@ few thousand allocations and the whole heap every few steps, almost none of it f
 ~25 ms of each step of a 200-node chain in Dagster's run worker, ~15 ms with these. A higher
 first threshold (as mypy sets it) keeps collection on — a long run still collects its cycles;
 no behaviour changes. (How much a late step costs more than an early one did not measurably
-change with it: README, "Cost grows little along a delivery".)"""
+change with it: README, "Cost along a delivery still grows a little".)"""
 
 from __future__ import annotations
 
