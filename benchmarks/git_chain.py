@@ -33,8 +33,9 @@ it is the host's speed that changes. The same question at the same time:
 And how far the host alone moves such a ratio:
   control. one step (node 19 of a delivery, 20 steps completed) run N times in this process, its
      state file put back to the same bytes before each run, so nothing it reads grows: the mean
-     of its last 20 runs over the mean of its first 20 (after the first), over a span like a
-     chain's (no Dagster around it: how much the host's speed moves a ratio by itself).
+     of its last 20 runs over the mean of its first 20 (after the first), N runs being about
+     half a chain's time (no Dagster around it: how much the host's speed moves a ratio by
+     itself).
 And in one process:
   A'. one step at the end of the completed chain (node N-1, its state holding N completed steps)
      against one at its start (node 19 of a second delivery of the same workflow, 20 steps
@@ -163,18 +164,28 @@ def windows(starts: list[float]) -> list[float]:
     return [statistics.mean(costs[i:i + 20]) for i in range(0, len(costs), 20)]
 
 
-def side_by_side(root: Path, rounds: int = 7) -> tuple[float, float]:
-    """Median seconds of one step at the chain's end and one at its start, run alternately in
-    this process (A' above); the process tunes its collector as a run's step worker does."""
+def first_20(root: Path, delivery: str):
+    """Run nodes 0..19 of the new `delivery` with `run_step` in this process, its collector tuned
+    as a run's step worker's is; return the Store (for the in-process measures A' and control)."""
     from specops_dag import collector
-    from specops_dag.delivery.lifecycle import reopen
     from specops_dag.delivery.store import Store
     from specops_dag.execution.step import run_step
 
     collector.tune()
     store = Store(root)
     for i in range(20):
-        assert run_step(store, "c2", f"n{i}").status == "completed", f"c2 n{i} did not complete"
+        assert run_step(store, delivery, f"n{i}").status == "completed", \
+            f"{delivery} n{i} did not complete"
+    return store
+
+
+def side_by_side(root: Path, rounds: int = 7) -> tuple[float, float]:
+    """Median seconds of one step at the chain's end and one at its start, run alternately in
+    this process (A' above); the process tunes its collector as a run's step worker does."""
+    from specops_dag.delivery.lifecycle import reopen
+    from specops_dag.execution.step import run_step
+
+    store = first_20(root, "c2")
     late, early = [], []
     for _ in range(rounds):
         for delivery, node, times in (("c1", f"n{N - 1}", late), ("c2", "n19", early)):
@@ -186,19 +197,14 @@ def side_by_side(root: Path, rounds: int = 7) -> tuple[float, float]:
 
 
 def control(root: Path, times: int = N) -> tuple[float, float]:
-    """A constant workload measured as A is (the host's own drift over a chain's span): node 19
-    of a delivery run `times` times in this process, its state file put back to the same bytes
-    (node 19 reopened, 20 steps completed) before each run, so nothing a step reads grows; the
-    mean seconds of its first 20 runs (after the first) and of its last 20."""
-    from specops_dag import collector
+    """A constant workload measured as A is (the host's own drift over ~half a chain's time):
+    node 19 of a delivery run `times` times in this process, its state file put back to the same
+    bytes (node 19 reopened, 20 steps completed) before each run, so nothing a step reads grows;
+    the mean seconds of its first 20 runs (after the first) and of its last 20."""
     from specops_dag.delivery.lifecycle import reopen
-    from specops_dag.delivery.store import Store
     from specops_dag.execution.step import run_step
 
-    collector.tune()
-    store = Store(root)
-    for i in range(20):
-        assert run_step(store, "k1", f"n{i}").status == "completed", f"k1 n{i} did not complete"
+    store = first_20(root, "k1")
     reopen(store, "k1", "n19")
     path = store.index_path("k1")
     saved, costs = path.read_bytes(), []
@@ -332,7 +338,7 @@ def main() -> None:
         print(f"control (nothing grows): one step run {N} times, its state put back each "
               f"time, last 20 / first 20 = {still[1]:.3f} s / {still[0]:.3f} s = "
               f"{still[1] / still[0]:.2f} — how far this host alone moves a ratio of A over "
-              "a span like a chain's (in this process, without Dagster)")
+              "about half a chain's time (in this process, without Dagster)")
         first_s = chains[0][0]
         ratios = [late / early for late, early, _ in pairs]
         print(f"at the same time: the last 20 nodes / the first 20 of a new delivery = "
