@@ -6,6 +6,7 @@ Standard library only: `state` imports it, and the CLI reaches it without import
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Container
 from pathlib import Path
@@ -96,18 +97,29 @@ def work_path(root: Path, state: Delivery, step: Step | None = None) -> Path:
 def runs_beside_others(state: Delivery, node: str) -> bool:
     """May `node` run at the same time as another node: is some node neither upstream nor
     downstream of it? Such a node works in its own worktree; the others in the delivery's."""
-    needs = {s.name: s.needs for s in state.steps}
-    up, todo = set(), list(needs.get(node, []))
-    while todo:
-        name = todo.pop()
-        if name not in up:
-            up.add(name)
-            todo.extend(needs.get(name, []))
-    down = {node}
-    for step in state.steps:  # steps are in topological order
-        if down & set(step.needs):
-            down.add(step.name)
-    return len(up) + len(down) < len(needs)
+    return node in beside_others(tuple((s.name, tuple(s.needs)) for s in state.steps))
+
+
+@functools.lru_cache(maxsize=16)
+def beside_others(graph: tuple[tuple[str, tuple[str, ...]], ...]) -> frozenset[str]:
+    """The nodes of `graph` (each with its needs, in topological order) that some other node is
+    neither upstream nor downstream of — worked out once per graph (a step asks it several
+    times, and a walk of its upstream would cost more the further along a chain it is). Each
+    node's upstream and downstream are bit sets over the nodes' positions."""
+    at = {name: i for i, (name, _) in enumerate(graph)}
+    up = [0] * len(graph)
+    for i, (_, needs) in enumerate(graph):
+        for need in needs:
+            if need in at:
+                up[i] |= up[at[need]] | 1 << at[need]
+    down = [0] * len(graph)
+    for i in reversed(range(len(graph))):
+        for need in graph[i][1]:
+            if need in at:
+                down[at[need]] |= down[i] | 1 << i
+    everyone = (1 << len(graph)) - 1
+    return frozenset(name for i, (name, _) in enumerate(graph)
+                     if up[i] | down[i] | 1 << i != everyone)
 
 
 def agent_path(path: Path, cwd: Path) -> str:

@@ -192,7 +192,8 @@ class Store:
             yield
 
     @contextlib.contextmanager
-    def transaction(self, delivery: str, step: str | None = None) -> Iterator[Delivery]:
+    def transaction(self, delivery: str, step: str | None = None, *,
+                    step_only: bool = False) -> Iterator[Delivery]:
         """Read under the delivery's lock, let the caller change it, write it back atomically
         — only if it changed: a transaction that decides nothing (a completed step reused, a
         step not runnable yet) leaves the files as they were.
@@ -204,7 +205,15 @@ class Store:
         not change and the next such transaction is handed the same objects, so a step costs the
         same at the 200th node as at the first. Any other change (another step, an event
         rewritten: a caller changed state it was not handed to change) is refused before
-        anything is written."""
+        anything is written.
+
+        `step_only` (with `step`): the caller changes nothing but that step, the top level and
+        new events, and what is written is made of those alone (`spliced`): every other step's
+        bytes are the ones it read, by construction, so no other step is rendered to prove it
+        (the whole state is: three times per step, the largest cost that grows along a chain).
+        A change to another step (even one that needs it) is then not written; the state the
+        next transaction is handed still holds it, as it holds a change made after a transaction
+        ended: that transaction's render refuses it unless it may change that step."""
         if not self.exists(delivery):
             self.read(delivery)  # raises the "unknown delivery" error
         with self.lock(f"{delivery}/.lock", f"phases/{delivery}/index.json"):
@@ -213,7 +222,8 @@ class Store:
                 before = render(state)
             events = len(state.history)
             yield state
-            after = render(state)
+            after = (step_only and step is not None and spliced(state, before, step, events,
+                                                                layout)) or render(state)
             if after != before:
                 self.write(state, after, Scope(step, before, events, layout) if step else None)
 
@@ -271,8 +281,9 @@ def restamped(text: bytes, status: str, updated_at: str) -> bytes | None:
     is not laid out as `render` lays it out. A top-level key is the only one indented by two
     spaces, and no JSON string holds a raw newline, so each key's line is found exactly, among
     the lines before the steps (the rest of the file is not read)."""
+    head, cuts = text.find(STEPS), []  # both keys come before the steps
     for key, value in (("status", status), ("updated_at", updated_at)):
-        mark, head = TOP_LEVEL[key], text.find(STEPS)  # both keys come before the steps
+        mark = TOP_LEVEL[key]
         start = text.find(mark, 0, head)
         if start < 0 or not value.isascii() or text.find(mark, start + 1, head) >= 0:
             return None
@@ -282,8 +293,53 @@ def restamped(text: bytes, status: str, updated_at: str) -> bytes | None:
             return None
         if text[end - 1:end] == b",":
             end -= 1
-        text = text[:begin] + json.dumps(value).encode() + text[end:]
-    return text
+        cuts.append((begin, end, json.dumps(value).encode()))
+    cuts.sort()  # one copy of the file, whichever key comes first
+    parts, at = [], 0
+    for begin, end, value in cuts:
+        parts += [text[at:begin], value]
+        at = end
+    return b"".join([*parts, text[at:]])
+
+
+# What `render` makes of a state whose steps and history are empty, between the field before
+# them and the one after (both exist: `steps` is not the first field, `history` not the last).
+EMPTY_ARRAYS = b'\n  "steps": [],\n  "history": [],'
+
+
+def spliced(state: Delivery, before: bytes, name: str, events: int,
+            layout: Layout | None) -> bytes | None:
+    """`render(state)` for a transaction that changed only step `name`, the top level and the
+    events after the first `events`, made from `before` (the bytes it read): the top level
+    rendered without the two arrays, step `name` and the new events rendered alone and indented
+    as they sit in the file, every other step and the earlier events taken from `before` as they
+    are. None when `before` is not laid out as `render` lays it out."""
+    found = next((i for i, s in enumerate(state.steps) if s.name == name), None)
+    old = regions(before, layout and layout.regions[1])
+    if found is None or old is None:
+        return None
+    near = layout.spans.get(name) if layout is not None else None
+    span = step_span(before, state.steps[found], near and near[0])
+    shell = render(state.model_copy(update={"steps": [], "history": []}))
+    cut = shell.find(EMPTY_ARRAYS)
+    if span is None or cut < 0 or shell.find(EMPTY_ARRAYS, cut + 1) >= 0:
+        return None
+    start, end, first, last = old
+    added = [nested(event) for event in state.history[events:]]
+    history = before[first:last]
+    if added:
+        history += (b",\n" if history else b"\n") + b",\n".join(added)
+    return b"".join((
+        shell[:cut], STEPS, before[start:span[0]], nested(state.steps[found]),
+        before[span[1]:end], STEPS_END, history, b"\n  ]" if history else b"]", b",",
+        shell[cut + len(EMPTY_ARRAYS):]))
+
+
+def nested(item: Step | Event) -> bytes:
+    """An item of a top-level array as `render` writes it there: its own indented JSON, every
+    line moved in by four spaces (no JSON string holds a raw newline)."""
+    return b"    " + item.__pydantic_serializer__.to_json(item, indent=2, by_alias=True).replace(
+        b"\n", b"\n    ")
 
 
 def render(state: Delivery) -> bytes:

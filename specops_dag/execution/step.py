@@ -176,8 +176,10 @@ def token_totals(state: Delivery, node: str, usage: Usage | None) -> dict[str, i
 def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
                max_attempts: int, settings: AgentSettings
                ) -> tuple[Delivery, Catalog] | StepOutcome:
-    """Under the lock: decide whether the step runs now and, if so, mark it running for us."""
-    with store.transaction(delivery, node) as state:
+    """Under the lock: decide whether the step runs now and, if so, mark it running for us. It
+    changes that step, the delivery's top level (its worktree, made on the first step) and the
+    history, nothing else: its write is made of those alone (`step_only`)."""
+    with store.transaction(delivery, node, step_only=True) as state:
         if workflow is not None and state.workflow != workflow:
             raise UsageError(f"delivery `{delivery}` runs workflow `{state.workflow}`, not "
                              f"`{workflow}`; launch `{state.workflow.replace('-', '_')}_job`")
@@ -500,8 +502,9 @@ def commit_metadata(store: Store, delivery: str, node: str) -> Delivery:
     """The step's metadata commit on feat-<d>, under the delivery lock: nodes running at once
     merge into and commit on the one delivery worktree in turn. It holds what changed in the
     delivery's own files and in the node's folder; another node's folder is committed by that
-    node's steps. Returns the state as written."""
-    with store.transaction(delivery, node) as state:
+    node's steps. Returns the state as written. It changes that step and adds an event, nothing
+    else: its write is made of those alone (`step_only`)."""
+    with store.transaction(delivery, node, step_only=True) as state:
         if not state.worktree:
             return state
         step = state.get_step(node)

@@ -663,6 +663,66 @@ def test_a_state_restamped_in_place_is_byte_identical_to_its_full_render_and_ste
     assert restamped(before, "bloqu\u00e9", "x") is None
 
 
+def test_a_step_only_transaction_writes_exactly_the_full_render_of_what_it_changed(
+        diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    with store.transaction("d1", "b") as state:
+        state.log("a first change: the next transactions share the other steps")
+    for i in range(2):  # the second finds its parts where the first recorded them
+        with store.transaction("d1", "b", step_only=True) as state:
+            step = state.get_step("b")
+            step.commits = {"product": None, "metadata": f"{i}" * 40}
+            step.summary = "line one\nline \"two\" \u00e9"
+            state.request = f"changed at the top level ({i})"
+            state.log("metadata committed", "b", f"{i}" * 40)
+            state.log("and a second event", "b")
+    fresh = Store(diamond_root).read("d1")
+    assert store.index_path("d1").read_bytes() == (
+        fresh.model_dump_json(indent=2, by_alias=True) + "\n").encode()
+    assert (fresh.get_step("b").commits["metadata"], fresh.request) == (
+        "1" * 40, "changed at the top level (1)")
+    assert [e.event for e in fresh.history][-3:] == [
+        "and a second event", "metadata committed", "and a second event"]
+    with store.transaction("d1", "b") as state:
+        assert state == fresh
+
+
+def test_a_step_only_transaction_splices_into_an_empty_history_and_a_misshapen_file_is_rendered(
+        diamond_root: Path) -> None:
+    from specops_dag.delivery.store import render, spliced
+
+    state = make_delivery(diamond_root).read("d1")
+    state.history = []
+    before = render(state)
+    state.get_step("d").summary = "the last step"
+    state.log("the first event", "d")
+    assert spliced(state, before, "d", 0, None) == render(state)
+    assert spliced(state, before.replace(b'\n  "steps": [', b'\n"steps": ['), "d", 0,
+                   None) is None
+    assert spliced(state, before, "no such step", 0, None) is None
+
+
+def test_a_step_only_transaction_never_writes_another_steps_change_and_the_next_refuses_it(
+        diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    with store.transaction("d1", "b") as state:
+        state.log("a first change: the next transactions share the other steps")
+    with store.transaction("d1", "b", step_only=True) as state:
+        state.get_step("b").summary = "b's own change"
+        state.get_step("c").summary = "not b's to change"
+        state.get_step("d").summary = "d needs b, but a step-only transaction changes b alone"
+    written = store.index_path("d1").read_bytes()
+    fresh = Store(diamond_root).read("d1")
+    assert [fresh.get_step(n).summary for n in "bcd"] == ["b's own change", None, None]
+    with pytest.raises(StateError) as info, store.transaction("d1", "b") as state:
+        state.log("the next transaction")
+    assert info.value.message == (
+        "phases/d1/index.json: steps[2] (`c`) changed in a transaction of step `b`, which may "
+        "change only that step and the steps that need it; nothing was written (a defect of "
+        "specops: report it)")
+    assert store.index_path("d1").read_bytes() == written
+
+
 def test_a_transaction_of_one_step_records_where_its_steps_are_and_a_wrong_place_is_searched_past(
         diamond_root: Path) -> None:
     from specops_dag.delivery.store import WRITTEN, regions, step_span
@@ -717,3 +777,15 @@ def test_a_state_written_through_one_store_is_read_through_another_without_parsi
     assert parsed == []
     assert other.read("d1").history[-1].event == "written by the first store"
     assert parsed == ["phases/d1/index.json"]  # taken once: the second read parses
+
+
+def test_a_node_runs_beside_others_when_some_node_is_neither_upstream_nor_downstream_of_it(
+        ) -> None:
+    from specops_dag.delivery.queries import beside_others
+
+    diamond = (("a", ()), ("b", ("a",)), ("c", ("a",)), ("d", ("b", "c")))
+    assert beside_others(diamond) == frozenset({"b", "c"})
+    chain = tuple((f"n{i}", (f"n{i - 1}",) if i else ()) for i in range(200))
+    assert beside_others(chain) == frozenset()
+    apart = (("a", ()), ("b", ("a",)), ("x", ()))
+    assert beside_others(apart) == frozenset({"a", "b", "x"})
