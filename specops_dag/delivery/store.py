@@ -200,19 +200,19 @@ class Store:
 
         `step` names the one step the caller changes — with the top-level fields, new history
         events and the steps that need it (the risk gate it raises): the transactions of one
-        step of a run. What it writes is still the whole state rendered, but only what changed
-        of those, the top level and the new events are parsed back; the other steps' bytes did
-        not change and the next such transaction is handed the same objects, so a step costs the
-        same at the 200th node as at the first. Any other change (another step, an event
-        rewritten: a caller changed state it was not handed to change) is refused before
-        anything is written.
+        step of a run. What it writes is the whole state rendered, but only what changed of
+        those, the top level and the new events are parsed back; the other steps' bytes did not
+        change and the next such transaction is handed the same objects. Any other change
+        (another step, an event rewritten: a caller changed state it was not handed to change)
+        is refused before anything is written: the render of the other steps is that proof.
 
         `step_only` (with `step`): the caller changes nothing but that step, the top level and
         new events, and what is written is made of those alone (`spliced`): every other step's
         bytes are the ones it read, by construction, so no other step is rendered to prove it
-        (the whole state is: three times per step, the largest cost that grows along a chain).
-        A change to another step (even one that needs it) is then not written; the state the
-        next transaction is handed still holds it, as it holds a change made after a transaction
+        (a whole render is the largest cost that grows along a chain; a step's claim and its
+        metadata commit are such transactions, its verdict renders the whole state). A change
+        to another step (even one that needs it) is then not written; the state the next
+        transaction is handed still holds it, as it holds a change made after a transaction
         ended: that transaction's render refuses it unless it may change that step."""
         if not self.exists(delivery):
             self.read(delivery)  # raises the "unknown delivery" error
