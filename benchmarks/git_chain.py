@@ -15,7 +15,9 @@
 A's first and last 20 nodes run minutes apart, so a machine that speeds up or slows down meanwhile
 (a shared host) moves A by as much as the growth it measures; beside A, the CPU time of the run
 worker per node (its own and its children's, sampled from /proc), which tracks A's wall time when
-it is the host's speed that changes. The same question at the same time:
+it is the host's speed that changes, and each node's cost cut in two, the step (its STEP_START to
+its materialization, `run_step` returned) and Dagster alone (from there to the next STEP_START),
+each with the same ratio. The same question at the same time:
   A''. the last 20 nodes of a new chain's first run and the first 20 nodes of another new
      delivery of the same workflow, as two `specops run`s whose windows overlap: the second is
      started once the chain's node N-20-lead has started, and its run stops by itself at node 20
@@ -96,15 +98,37 @@ def harness(root: Path) -> None:
         subprocess.run(argv, cwd=root, env=env, check=True, stdin=subprocess.DEVNULL)
 
 
-def step_starts(home: Path, delivery: str = "c1") -> list[float]:
-    """When each step of the delivery's last run started, in run order: its STEP_START events."""
+def step_events(home: Path, delivery: str, kind: str) -> list[float]:
+    """When each step of the delivery's last run had its `kind` event (STEP_START,
+    ASSET_MATERIALIZATION), in run order: Dagster's float timestamps."""
     import dagster as dg
 
     with dg.DagsterInstance.from_config(str(home)) as instance:
         run = instance.get_runs(dg.RunsFilter(tags={"dagster/partition": delivery}), limit=1)[0]
-        events = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.STEP_START,
+        events = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType[kind],
                                               limit=10_000).records
         return [e.event_log_entry.timestamp for e in events]
+
+
+def step_starts(home: Path, delivery: str = "c1") -> list[float]:
+    """When each step of the delivery's last run started, in run order."""
+    return step_events(home, delivery, "STEP_START")
+
+
+def split(starts: list[float], ends: list[float]) -> tuple[list[float], list[float]]:
+    """Each node's time from its step start to the next cut in two where its asset's
+    materialization was made (the event is stamped as the asset's function yields it, right
+    after `run_step` returns): from its STEP_START to there (the step: Dagster setting it up,
+    then `run_step` with its git and its command) and from there to the next STEP_START
+    (Dagster alone: the node's materialization, checks, outputs and success stored, the next
+    step planned). Each part as running sums, which `head_tail` and `windows` take as they take
+    the starts (their consecutive differences are the node's part)."""
+    assert len(starts) == len(ends), f"{len(starts)} steps started, {len(ends)} materialized"
+    own, between = [0.0], [0.0]
+    for start, end, following in zip(starts, ends, starts[1:], strict=False):
+        own.append(own[-1] + end - start)
+        between.append(between[-1] + following - end)
+    return own, between
 
 
 def head_tail(starts: list[float]) -> tuple[float, float]:
@@ -265,9 +289,11 @@ ROUNDS = 5  # A'', a chain and an early delivery each
 
 
 def one_chain(root: Path, env: dict[str, str], specops: list[str], home: Path, delivery: str
-              ) -> tuple[float, list[float], list[tuple[float, float]], tuple[float, float]]:
+              ) -> tuple[float, list[float], list[tuple[float, float]], tuple[float, float],
+                         tuple[list[float], list[float]]]:
     """A above for one new delivery of the chain: (seconds of its first run, its step starts,
-    the run worker's CPU samples, head and tail means from the step records' whole seconds)."""
+    the run worker's CPU samples, head and tail means from the step records' whole seconds,
+    each node's cost cut in two by `split`)."""
     from specops_dag.delivery.store import Store
 
     new_chain(specops, env, delivery)
@@ -279,7 +305,9 @@ def one_chain(root: Path, env: dict[str, str], specops: list[str], home: Path, d
     assert code == 0, f"the first run of {delivery} did not complete"
     steps = Store(root).read(delivery).steps
     whole = head_tail([dt.datetime.fromisoformat(s.started_at).timestamp() for s in steps])
-    return first_s, step_starts(home, delivery), samples, whole
+    starts = step_starts(home, delivery)
+    return first_s, starts, samples, whole, split(
+        starts, step_events(home, delivery, "ASSET_MATERIALIZATION"))
 
 
 def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int]:
@@ -319,7 +347,7 @@ def main() -> None:
         new_chain(specops, env, "k1")
         still = control(root)
         one = []  # each chain's ratio
-        for delivery, (_, starts, samples, whole) in zip(CHAINS, chains, strict=True):
+        for delivery, (_, starts, samples, whole, parts) in zip(CHAINS, chains, strict=True):
             head, tail = head_tail(starts)
             one.append(tail / head)
             cpu = [cpu_at(samples, t) for t in starts]
@@ -333,6 +361,13 @@ def main() -> None:
             print(f"  CPU per node (the run worker and its children): first 20 {cpu_head:.3f} s, "
                   f"last 20 {cpu_tail:.3f} s, ratio {cpu_tail / cpu_head:.2f}; per 20-node "
                   "window: " + ", ".join(f"{w:.3f}" for w in windows(cpu)))
+            for what, times in zip(("the step (STEP_START to its materialization)",
+                                    "Dagster alone (from there to the next STEP_START)"), parts,
+                                   strict=True):
+                first, last = head_tail(times)
+                print(f"  {what}: first 20 {first:.3f} s, last 20 {last:.3f} s, ratio "
+                      f"{last / first:.2f}; per 20-node window: "
+                      + ", ".join(f"{w:.3f}" for w in windows(times)))
         print(f"one chain, the median of {len(CHAINS)} (one after the other): "
               f"{statistics.median(one):.2f} (target <= 1.1)")
         print(f"control (nothing grows): one step run {N} times, its state put back each "
