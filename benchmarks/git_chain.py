@@ -351,19 +351,15 @@ def main() -> None:
             head, tail = head_tail(starts)
             one.append(tail / head)
             cpu = [cpu_at(samples, t) for t in starts]
-            cpu_head, cpu_tail = head_tail(cpu)
             print(f"{N}-node git chain `{delivery}`: per-node cost first 20 {head:.3f} s, last 20 "
                   f"{tail:.3f} s, ratio {tail / head:.2f} (target <= 1.1; from the step records' "
                   f"whole seconds: {whole[0]:.2f} s, {whole[1]:.2f} s, ratio "
                   f"{whole[1] / whole[0]:.2f})")
             print("  per 20-node window: " + ", ".join(f"{w:.3f}" for w in windows(starts))
                   + " s")
-            print(f"  CPU per node (the run worker and its children): first 20 {cpu_head:.3f} s, "
-                  f"last 20 {cpu_tail:.3f} s, ratio {cpu_tail / cpu_head:.2f}; per 20-node "
-                  "window: " + ", ".join(f"{w:.3f}" for w in windows(cpu)))
-            for what, times in zip(("the step (STEP_START to its materialization)",
-                                    "Dagster alone (from there to the next STEP_START)"), parts,
-                                   strict=True):
+            for what, times in (("CPU per node (the run worker and its children)", cpu),
+                                ("the step (STEP_START to its materialization)", parts[0]),
+                                ("Dagster alone (from there to the next STEP_START)", parts[1])):
                 first, last = head_tail(times)
                 print(f"  {what}: first 20 {first:.3f} s, last 20 {last:.3f} s, ratio "
                       f"{last / first:.2f}; per 20-node window: "

@@ -314,15 +314,14 @@ def spliced(state: Delivery, before: bytes, name: str, events: int,
     rendered without the two arrays, step `name` and the new events rendered alone and indented
     as they sit in the file, every other step and the earlier events taken from `before` as they
     are. None when `before` is not laid out as `render` lays it out."""
-    found = next((i for i, s in enumerate(state.steps) if s.name == name), None)
+    place = located(state, before, name, layout)
     old = regions(before, layout and layout.regions[1])
-    if found is None or old is None:
+    if place is None or old is None:
         return None
-    near = layout.spans.get(name) if layout is not None else None
-    span = step_span(before, state.steps[found], near and near[0])
+    at, span = place
     shell = render(state.model_copy(update={"steps": [], "history": []}))
     cut = shell.find(EMPTY_ARRAYS)
-    if span is None or cut < 0 or shell.find(EMPTY_ARRAYS, cut + 1) >= 0:
+    if cut < 0 or shell.find(EMPTY_ARRAYS, cut + 1) >= 0:
         return None
     start, end, first, last = old
     added = [nested(event) for event in state.history[events:]]
@@ -330,7 +329,7 @@ def spliced(state: Delivery, before: bytes, name: str, events: int,
     if added:
         history += (b",\n" if history else b"\n") + b",\n".join(added)
     return b"".join((
-        shell[:cut], STEPS, before[start:span[0]], nested(state.steps[found]),
+        shell[:cut], STEPS, before[start:span[0]], nested(state.steps[at]),
         before[span[1]:end], STEPS_END, history, b"\n  ]" if history else b"]", b",",
         shell[cut + len(EMPTY_ARRAYS):]))
 
@@ -350,13 +349,23 @@ def render(state: Delivery) -> bytes:
 def own(state: Delivery, text: bytes, step: str | None, layout: Layout | None = None) -> None:
     """Replace `step` in `state` (parsed from `text` but for its shared steps) with a fresh parse
     of its bytes, so that what the transaction changes is no one else's object."""
-    found = next((i for i, s in enumerate(state.steps) if s.name == step), None)
-    if found is not None:
-        near = layout.spans.get(step) if layout is not None and step is not None else None
-        span = step_span(text, state.steps[found], near and near[0])
-        if span is not None:
-            with collector_paused():
-                state.steps[found] = Step.model_validate_json(text[span[0]:span[1]])
+    place = located(state, text, step, layout)
+    if place is not None:
+        at, (start, end) = place
+        with collector_paused():
+            state.steps[at] = Step.model_validate_json(text[start:end])
+
+
+def located(state: Delivery, text: bytes, name: str | None, layout: Layout | None
+            ) -> tuple[int, tuple[int, int]] | None:
+    """Step `name`'s index in `state` and its span in `text` (looked at first where `layout`
+    recorded it), or None when there is no such step or its bytes are not found."""
+    found = next((i for i, s in enumerate(state.steps) if s.name == name), None)
+    if found is None:
+        return None
+    near = layout.spans.get(name) if layout is not None else None
+    span = step_span(text, state.steps[found], near and near[0])
+    return None if span is None else (found, span)
 
 
 # Where `render`'s bytes hold what a transaction of one step changes, found from the layout
