@@ -1,4 +1,5 @@
-"""specops-dag: run Codex agent deliveries on C#/.NET 8 repositories as Dagster DAGs.
+"""specops-dag: run Codex agent deliveries on C#/.NET repositories (net8.0, net10.0) as Dagster
+DAGs.
 
 The package root imports nothing heavy: `specops status`, `dry-run` and `hook` must start fast and
 must never pull in dagster.

@@ -65,7 +65,7 @@ def fail_cleanly(fn):
               default=".", show_default=True, help="Harness root (env SPECOPS_ROOT).")
 @click.pass_context
 def main(ctx: click.Context, root: Path) -> None:
-    """Run Codex agent deliveries on C#/.NET 8 repositories as Dagster DAGs."""
+    """Run Codex agent deliveries on C#/.NET repositories (net8.0, net10.0) as Dagster DAGs."""
     ctx.obj = root.resolve()
 
 
@@ -138,11 +138,40 @@ def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
 
         register_delivery(resolve_dagster_home(ctx.obj), delivery)
 
+    policy = target_policy(catalog, workflow, (target or store_of(ctx).root).resolve(),
+                           validation)
     state = ops.new_delivery(store_of(ctx), catalog, workflow, delivery, request, target,
                              tuple(platforms), before_write=register, validation=validation,
-                             budget_tokens=budget_tokens, judge=judge, budget_usd=budget_usd)
+                             budget_tokens=budget_tokens, judge=judge, budget_usd=budget_usd,
+                             target_policy=policy)
     click.echo(f"created delivery {delivery} ({workflow}, {len(state.steps)} steps) in "
                f"phases/{delivery}/; run it with `specops run {delivery}`")
+    if policy is not None:
+        click.echo(f"target policy: {policy.framework}, "
+                   + ("a newer SDK allowed" if policy.newer_sdk else "its own SDK line only")
+                   + f" ({policy.origin})")
+
+
+def target_policy(catalog, workflow: str, repo: Path, validation: str | None):
+    """The .NET target policy of validation.yaml resolved for `repo` (frozen in the snapshot by
+    `new`), or None when the repository pins no supported target and no step validates `full`
+    (a docs-only delivery); refused when a `full` step would need it."""
+    from specops_dag.delivery.model import TargetRecord
+    from specops_dag.validation.sdk import resolve_target
+
+    rule = catalog.validation.target
+    policy = resolve_target(rule.framework, rule.newer_sdk, rule.newer_runtime,
+                            repo / "global.json", rule.origin)
+    if isinstance(policy, str):
+        modes = ([validation] if validation else [
+            catalog.phases[p].validation_mode for p in catalog.phase_ids_of(workflow)
+            if workflow in catalog.workflows])
+        if "full" in modes:
+            raise click.UsageError(f"{repo}: {policy}; nothing was created")
+        return None
+    return TargetRecord(framework=policy.framework, newer_sdk=policy.newer_sdk,
+                        newer_runtime=policy.newer_runtime,
+                        origin=f"{policy.origin}; frozen at `specops new`")
 
 
 def read_request(text: str | None, file: Path | None) -> str:
@@ -469,8 +498,9 @@ def demo(directory: Path, executor: str) -> None:
 @fail_cleanly
 def validate(path: Path, mode: str, base: str, delivery: str, judge: str | None,
              baseline: Path | None, as_json: bool) -> None:
-    """Validate a .NET 8 repository as a step would (exit 0 pass, 1 fail, 3 environment), with
-    the layout of PATH/workflow_defs/validation.yaml when there is one."""
+    """Validate a .NET repository as a step would (exit 0 pass, 1 fail, 3 environment: no SDK,
+    or one the target policy refuses), with the layout of PATH/workflow_defs/validation.yaml
+    when there is one."""
     import tempfile
 
     from specops_dag.validation import validate_attempt
@@ -483,7 +513,7 @@ def validate(path: Path, mode: str, base: str, delivery: str, judge: str | None,
         report = validate_attempt(mode, path.resolve(), delivery=delivery, base_commit=base,
                                   log_dir=Path(logs), config=layout, baseline=base_report)
         click.echo(json.dumps(report.as_metadata(), indent=2) if as_json else report.describe())
-    sys.exit(0 if report.passed else 1)
+    sys.exit(0 if report.passed else 3 if report.blame == "environment" else 1)
 
 
 @main.command("replay-server")

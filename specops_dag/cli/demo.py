@@ -55,11 +55,15 @@ def prepare_demo(base: Path, dotnet_available: bool) -> DemoPlan:
 
 
 def create_demo_delivery(plan: DemoPlan, register: Callable[[], None]) -> None:
+    from specops_dag.cli.commands import target_policy
+
     store = Store(plan.root)
     catalog = load_catalog(definition_roots(plan.root), display_base=plan.root)
     ops.new_delivery(store, catalog, "quick-delivery", plan.delivery,
                      "Document how to use Calculator.Add for new contributors.",
-                     before_write=register, validation=plan.validation)
+                     before_write=register, validation=plan.validation,
+                     target_policy=target_policy(catalog, "quick-delivery", plan.root,
+                                                 plan.validation))
     approve(store, plan.delivery, "target-write",
                 note="approved by `specops demo` (scripted replay agent)")
 

@@ -23,6 +23,7 @@ from specops_dag.delivery.model import (
     Snapshot,
     SnapshotFile,
     Step,
+    TargetRecord,
     derive_status,
 )
 from specops_dag.delivery.queries import (
@@ -54,8 +55,11 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
                  target: Path | None = None, platforms: tuple[str, ...] = (),
                  before_write: Callable[[], None] | None = None,
                  validation: str | None = None, budget_tokens: int | None = None,
-                 judge: str | None = None, budget_usd: float | None = None) -> Delivery:
+                 judge: str | None = None, budget_usd: float | None = None,
+                 target_policy: TargetRecord | None = None) -> Delivery:
     """Create `phases/<delivery>/` with its snapshot and pending steps, all or nothing.
+    `target_policy` is the .NET target policy resolved for the target repository (frozen in
+    the snapshot; None: each validation resolves validation.yaml's own).
 
     `before_write` runs once every input is validated and before any file is written (the CLI
     registers the Dagster partition there)."""
@@ -83,6 +87,7 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
     staging = Path(tempfile.mkdtemp(prefix=f".new-{delivery}-", dir=store.phases))
     try:
         snapshot = freeze_snapshot(catalog, workflow_id, staging, platforms)
+        snapshot.target = target_policy
         state = initial_state(store, catalog, workflow_id, delivery, request, repo_path,
                               platforms, snapshot)
         for step in state.steps if validation else []:

@@ -61,10 +61,20 @@ class BoundSkill(Model):
     sha256: str
 
 
+class TargetRecord(Model):
+    """The target policy frozen at `specops new` (`validation.sdk.TargetPolicy` as data)."""
+
+    framework: str
+    newer_sdk: bool
+    newer_runtime: bool
+    origin: str
+
+
 class Snapshot(Model):
     workflow: str
     files: list[SnapshotFile]
     skills: dict[str, list[BoundSkill]] = {}
+    target: TargetRecord | None = None  # None: created before target policies; resolved per run
 
 
 class Owner(Model):
@@ -223,6 +233,7 @@ class ValidationRecord(Model):
     blame: str = "attempt"
     judge: str = "absolute"
     sdk_version: str | None = None
+    target: str | None = None  # the target policy's framework (net8.0, net10.0)
     commands: list[CommandRecord] = []  # every dotnet call: command, stage, exit code, duration
     projects: list[ProjectRecord] = []  # TRX totals per test project, failed and skipped names
     warnings: list[str] = []  # build warnings seen (regressions judge), repo-relative

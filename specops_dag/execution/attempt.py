@@ -69,7 +69,7 @@ from specops_dag.validation import ValidationReport, validate_attempt
 from specops_dag.validation.preflight import Preflight, block_reason, cached_pass, run_preflight
 from specops_dag.validation.qa import QaReport, run_qa
 from specops_dag.workflow.catalog import Catalog
-from specops_dag.workflow.model import ValidationConfig
+from specops_dag.workflow.model import TargetRule, ValidationConfig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -159,9 +159,13 @@ def preflight_cache(store: Store) -> Path:
 
 
 def layout_of(catalog: Catalog, state: Delivery, step: Step) -> ValidationConfig:
-    """validation.yaml, then the phase's keys, then the delivery's `new --judge`."""
+    """validation.yaml, then the phase's keys, then the delivery's `new --judge`; the target
+    policy is the one frozen at `specops new` where the snapshot has one."""
     layout = catalog.validation_for(step.phase)
-    return layout.model_copy(update={"judge": state.judge}) if state.judge else layout
+    update: dict = {"judge": state.judge} if state.judge else {}
+    if state.snapshot.target is not None:
+        update["target"] = TargetRule(**state.snapshot.target.model_dump())
+    return layout.model_copy(update=update) if update else layout
 
 
 def base_check(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Preflight | None:

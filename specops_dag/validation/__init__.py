@@ -1,8 +1,8 @@
 """The independent validation after an attempt (seed 001 §8, DESIGN §8): the hook point every
 executor calls once the required artifacts exist. It picks the mode the step declares:
 `none`, `docs-only` (falls back to `full` when the change is not documentation only) or `full`
-(.NET 8 build and tests). Verdicts are data; a missing `dotnet` raises `ToolMissing`. It never
-reads or writes the delivery state and never imports Dagster.
+(.NET build and tests under the target policy). Verdicts are data; a missing `dotnet` raises
+`ToolMissing`. It never reads or writes the delivery state and never imports Dagster.
 """
 
 from __future__ import annotations

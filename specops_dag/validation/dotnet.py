@@ -1,7 +1,8 @@
-"""The `full` .NET 8 validation (seed 001 §8, DESIGN §8, reference dotnet-validation.md), written
-against the real `dotnet` CLI: SDK selection → discovery → TFM and ProjectReference evaluation
-(with the build's Configuration) → restore/build → `dotnet test` with TRX per test project
-(test projects found by evaluating `IsTestProject` after restore).
+"""The `full` .NET validation (seed 001 §8, DESIGN §8, reference dotnet-validation.md), written
+against the real `dotnet` CLI: SDK selection under the target policy (net8.0 or net10.0, issue
+42) → discovery → TFM and ProjectReference evaluation (with the build's Configuration) →
+restore/build → `dotnet test` with TRX per test project (test projects found by evaluating
+`IsTestProject` after restore).
 
 The layout comes from a `ValidationConfig` (issue 16): SDK policy without global.json, which
 targets to build, analyzer frameworks, excluded snippets, NuGetAudit and the judge (`absolute`:
@@ -26,7 +27,16 @@ from specops_dag.graph import find_cycle
 from specops_dag.process import ProcessResult, run_process
 from specops_dag.validation import baseline as bl
 from specops_dag.validation.discovery import WHERE, Repo, discover
-from specops_dag.validation.sdk import check_global_json, parse_version, sdk_satisfies
+from specops_dag.validation.sdk import (
+    SdkPolicy,
+    TargetPolicy,
+    an_sdk,
+    check_global_json,
+    example_pin,
+    matches_policy,
+    parse_version,
+    resolve_target,
+)
 from specops_dag.validation.trx import judge_test_run
 from specops_dag.workflow.model import ValidationConfig
 
@@ -36,11 +46,15 @@ COMMON = ["-nologo", "-nodeReuse:false"]
 DOTNET_ENV = {"DOTNET_NOLOGO": "1", "DOTNET_CLI_TELEMETRY_OPTOUT": "1",
               "DOTNET_CLI_WORKLOAD_UPDATE_NOTIFY_DISABLE": "1", "DOTNET_CLI_UI_LANGUAGE": "en",
               "MSBUILDDISABLENODEREUSE": "1", "DOTNET_CLI_USE_MSBUILD_SERVER": "0"}
+# Cleared: what redirects SDK resolution, traces, and what would let a runtime other than the
+# policy's run the tests (the validator sets DOTNET_ROLL_FORWARD itself when the policy says so).
 DROP_ENV = ("DOTNET_MSBUILD_SDK_RESOLVER_SDKS_DIR", "DOTNET_MSBUILD_SDK_RESOLVER_SDKS_VER",
             "DOTNET_MSBUILD_SDK_RESOLVER_CLI_DIR", "MSBuildSDKsPath", "COREHOST_TRACE",
-            "DOTNET_HOST_TRACE")
-INSTALL_HINT = ("the .NET SDK (`dotnet`) is not installed or not on PATH: install the .NET 8 "
-                "SDK (https://dot.net/download) so full validation can build and test")
+            "DOTNET_HOST_TRACE", "DOTNET_ROLL_FORWARD", "DOTNET_ROLL_FORWARD_TO_PRERELEASE")
+INSTALL_HINT = ("the .NET SDK (`dotnet`) is not installed or not on PATH: install the .NET 10 "
+                "SDK (https://dot.net/download; it also builds net8.0) so full validation can "
+                "build and test")
+RUNTIME = re.compile(r"^Microsoft\.NETCore\.App (\d+)\.(\d+)\.\S+", re.MULTILINE)
 # Verdicts a regressions judge compares with the baseline; the others are broken runs.
 COMPARABLE = ("passed", "failed", "skip-only", "zero tests", "exit code")
 
@@ -69,6 +83,7 @@ class ValidationReport:
     blame: str = "attempt"
     judge: str = "absolute"
     sdk_version: str | None = None
+    target: str | None = None  # the policy's framework (net8.0, net10.0)
     commands: tuple[dict, ...] = ()  # every dotnet call: command, stage, exit code, duration
     projects: tuple[dict, ...] = ()  # TRX totals per test project, failed and skipped names
     warnings: tuple[str, ...] = ()  # build warnings seen (regressions judge), repo-relative
@@ -107,13 +122,16 @@ class Run:
     deadline_s: float
     env: dict[str, str]
     config: ValidationConfig = field(default_factory=ValidationConfig)
+    policy: TargetPolicy | str = ""  # a string: why the target policy cannot be resolved
     logs: list[str] = field(default_factory=list)
     commands: list[dict] = field(default_factory=list)
     sdk_version: str | None = None
     warnings: list[str] = field(default_factory=list)
     projects: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
-    def dotnet(self, stage: str, *args: str) -> ProcessResult:
+    def dotnet(self, stage: str, *args: str, env: dict[str, str] | None = None
+               ) -> ProcessResult:
         remaining = self.deadline - time.monotonic()
         command = "dotnet " + " ".join(args)
         if remaining <= 0:
@@ -123,7 +141,7 @@ class Run:
         out, err = self.log_dir / f"{n:02d}-{stage}.out", self.log_dir / f"{n:02d}-{stage}.err"
         self.logs += [str(out), str(err)]
         try:
-            result = run_process(["dotnet", *args], cwd=self.root, env=self.env,
+            result = run_process(["dotnet", *args], cwd=self.root, env={**self.env, **(env or {})},
                                  deadline_s=remaining, stdout_path=out, stderr_path=err)
         except ToolMissing as missing:
             raise ToolMissing(INSTALL_HINT) from missing
@@ -148,10 +166,13 @@ class Run:
                            exit_code=result.exit_code if result else None, tail=tail, **extra)
 
     def report(self, passed: bool, stage: str, message: str, **extra: object) -> ValidationReport:
+        target = self.policy.framework if isinstance(self.policy, TargetPolicy) else None
+        extra = {"notes": tuple(self.notes), **extra}
         return ValidationReport(passed, "full", stage, message, logs=tuple(self.logs),
                                 judge=self.config.judge, sdk_version=self.sdk_version,
-                                commands=tuple(self.commands), projects=tuple(self.projects),
-                                warnings=tuple(self.warnings), **extra)  # type: ignore[arg-type]
+                                target=target, commands=tuple(self.commands),
+                                projects=tuple(self.projects), warnings=tuple(self.warnings),
+                                **extra)  # type: ignore[arg-type]
 
 
 def dotnet_env(base: dict[str, str] | None = None) -> dict[str, str]:
@@ -165,8 +186,12 @@ def start_run(root: Path, log_dir: Path, deadline_s: float, env: dict[str, str] 
     repository as discovery sees it."""
     root = root.resolve()
     log_dir.mkdir(parents=True, exist_ok=True)
+    config = config or ValidationConfig()
+    rule = config.target
+    policy = resolve_target(rule.framework, rule.newer_sdk, rule.newer_runtime,
+                            root / "global.json", rule.origin)
     run = Run(root, log_dir, time.monotonic() + deadline_s, deadline_s, dotnet_env(env),
-              config or ValidationConfig())
+              config, policy)
     return run, discover(root, run.config)
 
 
@@ -192,52 +217,83 @@ def validate_full(root: Path, log_dir: Path, deadline_s: float = DEADLINE_S,
 
 
 def check_sdk(run: Run, repo: Repo) -> None:
-    if not (repo.root / "global.json").exists() and not run.config.sdk.require_global_json:
-        return check_sdk_without_global_json(run)
-    if not (repo.root / "global.json").exists():
-        run.fail("global.json", "no global.json pinning an 8.0 SDK at the repository "
-                        "root: add one (e.g. {\"sdk\": {\"version\": \"8.0.404\", "
-                        "\"rollForward\": \"latestPatch\"}}), or set "
-                        f"`validation.sdk.require_global_json: false` in {WHERE}")
-    policy = check_global_json(repo.root / "global.json")
+    """global.json as the host reads it, then the SDK `dotnet --version` selects in the
+    repository: the host must find one and the target policy must allow it."""
+    policy = run.policy
     if isinstance(policy, str):
         run.fail("global.json", policy)
+    path = repo.root / "global.json"
+    required = run.config.sdk.require_global_json
+    pinned: SdkPolicy | str | None = None
+    if path.exists():
+        pinned = check_global_json(path, policy.framework, pin_required=required)
+        if isinstance(pinned, str):
+            run.fail("global.json", pinned)
+    elif required:
+        run.fail("global.json", "no global.json pinning the SDK at the repository root: add "
+                 f"one (e.g. {example_pin(policy.framework)}), or set "
+                 f"`validation.sdk.require_global_json: false` in {WHERE}")
     result = run.dotnet("sdk", "--version")
     version = result.stdout.strip()
-    if result.exit_code == 0 and sdk_satisfies(policy, version):
+    found = parse_version(version) if result.exit_code == 0 else None
+    if found is not None and policy.allows_sdk(version) and (
+            pinned is None or matches_policy(pinned, found)):
         run.sdk_version = version
         return None
     listing = installed_sdks(run)
-    why = (f"`dotnet --version` exited {result.exit_code}: no installed SDK matches global.json"
-           if result.exit_code != 0 else
-           f"`dotnet --version` selected {version!r}, which is not a .NET 8 SDK allowed by "
-           f"global.json (sdk.version {policy.version}, rollForward {policy.roll_forward})")
-    run.fail("sdk", f"{why}; installed SDKs: {listing or 'none'}", "dotnet --version",
-                    result, blame="environment")
+    pin = (f"global.json sdk.version {pinned.version}, rollForward {pinned.roll_forward}"
+           if isinstance(pinned, SdkPolicy) else "no global.json pin")
+    if found is None:
+        said = (f"`dotnet --version` exited {result.exit_code}: no installed SDK matches {pin}"
+                if result.exit_code != 0 else
+                f"`dotnet --version` printed {version!r}, not an SDK version")
+        fix = ("install an SDK that global.json accepts, or change its sdk.version or "
+               f"rollForward (e.g. {example_pin(policy.framework)})")
+    else:
+        said = f"`dotnet --version` selected SDK {version} ({pin}), which the target policy " \
+               "does not allow"
+        newer = "" if (found.major, found.minor) < policy.line or policy.newer_sdk else (
+            f", or set `validation.target.newer_sdk: true` in {WHERE}")
+        fix = (f"install {an_sdk(policy.line_text)}" + (" or newer" if policy.newer_sdk else "")
+               + f" and pin it in global.json (e.g. {example_pin(policy.framework)}){newer}")
+    run.fail("sdk", f"{said}; target policy {policy.describe()}; installed SDKs: "
+                    f"{listing or 'none'}; "
+                    f"fix: {fix}", "dotnet --version", result, blame="environment")
 
 
 def installed_sdks(run: Run) -> str:
     try:
-        return run.dotnet("sdk", "--list-sdks").stdout.strip()
+        return "; ".join(run.dotnet("sdk", "--list-sdks").stdout.strip().splitlines())
     except StageFailed:  # the deadline ran out: the SDK stage's own failure is what counts
         return "(not available)"
 
 
-def check_sdk_without_global_json(run: Run) -> None:
-    """`sdk.require_global_json: false`: the SDK the host picks in the repo must be 8.0.x."""
-    result = run.dotnet("sdk", "--version")
-    version = result.stdout.strip()
-    parsed = parse_version(version) if result.exit_code == 0 else None
-    if parsed is not None and (parsed.major, parsed.minor) == (8, 0):
-        run.sdk_version = version
-        return None
-    listing = installed_sdks(run)
-    said = f"selected {version!r}" if result.exit_code == 0 else f"exited {result.exit_code}"
-    run.fail("sdk", f"no global.json, and `dotnet --version` in the repository {said}, "
-                    "not an 8.0 SDK: add a global.json pinning 8.0 (e.g. {\"sdk\": "
-                    "{\"version\": \"8.0.404\", \"rollForward\": \"latestPatch\"}}), or make "
-                    f"8.0 the newest installed SDK; installed SDKs: {listing or 'none'}",
-                    "dotnet --version", result, blame="environment")
+def test_runtime_env(run: Run) -> dict[str, str]:
+    """The environment `dotnet test` needs to run the target's tests: nothing when the target is
+    the SDK's own line; DOTNET_ROLL_FORWARD=Major (noted in the report) when the target's runtime
+    is not installed and the policy lets tests run on a newer one; else an environment failure."""
+    policy = run.policy
+    assert isinstance(policy, TargetPolicy)
+    selected = parse_version(run.sdk_version or "")
+    if selected is None or (selected.major, selected.minor) == policy.line:
+        return {}
+    result = run.dotnet("test", "--list-runtimes")
+    lines = {(int(a), int(b)) for a, b in RUNTIME.findall(result.stdout)}
+    if policy.line in lines:
+        return {}
+    newer = sorted(line for line in lines if line > policy.line)
+    listed = "; ".join(ln for ln in result.stdout.strip().splitlines()
+                       if ln.startswith("Microsoft.NETCore.App ")) or "none"
+    if newer and policy.newer_runtime:
+        run.notes.append(f"no {policy.line_text} runtime is installed, so the {policy.framework} "
+                         "tests ran on the newest installed runtime (DOTNET_ROLL_FORWARD=Major, "
+                         f"validation.target.newer_runtime); installed: {listed}")
+        return {"DOTNET_ROLL_FORWARD": "Major"}
+    fix = (f"install the .NET {policy.line_text} runtime"
+           + ("" if not newer else f", or set `validation.target.newer_runtime: true` in {WHERE}"))
+    run.fail("test", f"no {policy.line_text} runtime (Microsoft.NETCore.App {policy.line_text}.x) "
+                     f"is installed to run the {policy.framework} tests; installed: {listed}; "
+                     f"fix: {fix}", "dotnet --list-runtimes", result, blame="environment")
 
 
 def msbuild_json(run: Run, stage: str, project: Path, *args: str) -> dict:
@@ -268,8 +324,9 @@ def frameworks(props: dict) -> set[str]:
 
 
 def evaluate_projects(run: Run, repo: Repo) -> None:
-    """Every project evaluated with the build's Configuration; TFMs must be exactly net8.0
-    (Roslyn components: one of `analyzer_frameworks`); references walked by real path."""
+    """Every project evaluated with the build's Configuration; TFMs must be exactly the target
+    policy's framework (Roslyn components: one of `analyzer_frameworks`); references walked by
+    real path."""
     cfg = f"-p:Configuration={run.config.configuration}"
     props = ["-getProperty:TargetFramework", "-getProperty:TargetFrameworks",
              "-getProperty:IsRoslynComponent", "-getItem:ProjectReference"]
@@ -318,20 +375,23 @@ def evaluate_projects(run: Run, repo: Repo) -> None:
 
 def framework_problem(run: Run, repo: Repo, project: Path, tfms: set[str]) -> str | None:
     name = rel(run.root, project)
-    if tfms == {"net8.0"}:
+    policy = run.policy
+    assert isinstance(policy, TargetPolicy)
+    target = policy.framework
+    if tfms == {target}:
         return None
     allowed = {t.lower() for t in run.config.analyzer_frameworks}
     if project in repo.analyzers:
-        if len(tfms) == 1 and tfms <= allowed | {"net8.0"}:
+        if len(tfms) == 1 and tfms <= allowed | {target}:
             return None
         return (f"{name}: target frameworks {sorted(tfms) or 'none'}; an analyzer or source "
                 f"generator project must target exactly one of "
-                f"{', '.join(sorted(allowed | {'net8.0'}))}")
+                f"{', '.join(sorted(allowed | {target}))}")
     hint = (f" (analyzer and source-generator projects, `IsRoslynComponent` or referenced with "
             f"OutputItemType=\"Analyzer\", may target {', '.join(sorted(allowed))})"
             if tfms & allowed else "")
     return (f"{name}: target frameworks {sorted(tfms) or 'none'}; every project must target "
-            f"exactly net8.0{hint}")
+            f"exactly {target} (the target policy's framework; {policy.origin}){hint}")
 
 
 def build_argv(run: Run, stage: str, target: Path) -> list[str]:
@@ -432,6 +492,7 @@ def run_tests(run: Run, repo: Repo) -> None:
     """`dotnet test` per test project, TRX in a fresh directory per call, every TRX judged.
     `absolute` stops at the first failing project; `regressions` collects them all."""
     find_tests(run, repo)
+    runtime_env = test_runtime_env(run)
     totals = {"total": 0, "executed": 0, "passed_tests": 0, "failed": 0, "skipped": 0}
     for project in repo.tests:
         name = rel(run.root, project)
@@ -439,7 +500,7 @@ def run_tests(run: Run, repo: Repo) -> None:
         results.mkdir(parents=True)
         args = ["test", str(project), "--no-build", "-c", run.config.configuration, *COMMON,
                 "--logger", "trx;LogFileName=results.trx", "--results-directory", str(results)]
-        result = run.dotnet("test", *args)
+        result = run.dotnet("test", *args, env=runtime_env)
         verdict = judge_test_run(results, result.exit_code, result.timed_out)
         counts = {"total": verdict.total, "executed": verdict.executed,
                   "passed_tests": verdict.passed_count, "failed": verdict.failed,

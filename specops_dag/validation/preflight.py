@@ -17,10 +17,9 @@ from specops_dag.validation.dotnet import DEADLINE_S, ValidationReport, validate
 from specops_dag.workflow.model import ValidationConfig
 
 CACHE_VERSION = 1
-# What a person changes, per stage the base stopped at (the report's message names the file).
+# What a person changes, per stage the base stopped at (the report's message names the file;
+# an `sdk` message carries its own fix).
 ADVICE = {
-    "sdk": "install an 8.0 SDK that global.json accepts, or change global.json's sdk.version "
-           "or rollForward to an installed one",
     "restore": "fix the package sources, the network or the packages the base references",
     "build": "fix the warning or error on the base branch, or set `validation.judge: "
              "regressions` in workflow_defs/validation.yaml (or the phase) to judge attempts "

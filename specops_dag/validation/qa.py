@@ -37,7 +37,7 @@ PROBE_TIMEOUT_S = 30.0
 POLL_S = 0.2
 BODY_LIMIT = 200_000  # evidence keeps at most this much of a response body
 NO_SDK = ("`dotnet` is not on PATH, so the application could not be built or started; install "
-          "the .NET 8 SDK to run QA")
+          "the .NET 10 SDK to run QA")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
-"""global.json as the .NET host reads it, and a port of the host's SDK matching rules
-(dotnet/runtime `sdk_resolver.cpp`: `matches_policy`). The SDK silently ignores an invalid
-global.json, so the product parses and checks it itself. Pure functions, no I/O beyond one read.
+"""global.json as the .NET host reads it, a port of the host's SDK matching rules
+(dotnet/runtime `sdk_resolver.cpp`: `matches_policy`), and the target policy (issue 42): which
+framework a repository is validated as and which SDKs may build it. The host silently ignores an
+invalid global.json, so the product parses and checks it itself. Pure functions, no I/O beyond
+one read.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ from pathlib import Path
 POLICIES = ("patch", "feature", "minor", "major", "latestpatch", "latestfeature",
             "latestminor", "latestmajor", "disable")
 VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?$")
-NET8 = re.compile(r"^8\.0\.\d{3}(-[0-9A-Za-z.-]+)?$")
+SDK_VERSION = re.compile(r"^\d+\.\d+\.\d{3}(-[0-9A-Za-z.-]+)?$")  # x.y.znn: a band and a patch
+# The supported targets: each framework and the SDK/runtime line (major, minor) it is built with.
+FRAMEWORKS = {"net8.0": (8, 0), "net10.0": (10, 0)}
+LTS = "net10.0"  # `auto` without a pinned SDK version
 
 
 @dataclass(frozen=True)
@@ -75,30 +80,47 @@ def strip_comments(text: str) -> str:
     return "".join(out)
 
 
-def check_global_json(path: Path) -> SdkPolicy | str:
-    """The policy global.json asks for, or why it cannot select a .NET 8 SDK."""
+def an_sdk(line: str) -> str:
+    """"an 8.0 SDK", "a 10.0 SDK": the SDK line `line` (major.minor) with its article."""
+    return ("an " if line.startswith(("8", "11", "18")) else "a ") + f"{line} SDK"
+
+
+def example_pin(framework: str) -> str:
+    """A global.json that pins the SDK line of `framework` (one the host and the policy accept)."""
+    major, minor = FRAMEWORKS[framework]
+    return f'{{"sdk": {{"version": "{major}.{minor}.100", "rollForward": "latestFeature"}}}}'
+
+
+def check_global_json(path: Path, example: str = LTS, pin_required: bool = True
+                      ) -> SdkPolicy | str | None:
+    """The SDK policy global.json asks for, or why the host would ignore it or (`pin_required`)
+    it pins nothing; None: a valid file without an `sdk` object, when no pin is required."""
     name = "global.json"
     if not path.is_file():
-        return (f"{name} is missing at the repository root; add one that pins the .NET 8 SDK, "
-                'e.g. {"sdk": {"version": "8.0.404", "rollForward": "latestPatch"}}')
+        return (f"{name} is missing at the repository root; add one that pins the SDK, "
+                f"e.g. {example_pin(example)}")
     try:
         data = json.loads(strip_comments(path.read_text(encoding="utf-8-sig")))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         return f"{name} is not valid JSON ({err}); the SDK would silently ignore it"
     sdk = data.get("sdk") if isinstance(data, dict) else None
+    if sdk is None and isinstance(data, dict) and not pin_required:
+        return None
     if not isinstance(sdk, dict):
-        return f"{name} has no `sdk` object; add `\"sdk\": {{\"version\": \"8.0.xxx\"}}`"
+        return f"{name} has no `sdk` object; add one, e.g. {example_pin(example)}"
     version = sdk.get("version")
-    if not isinstance(version, str) or not NET8.match(version):
-        return (f"{name}: sdk.version {version!r} is not a .NET 8 SDK version like 8.0.404 "
-                "(x.y.znn, no wildcards)")
+    if not isinstance(version, str) or not SDK_VERSION.match(version):
+        return (f"{name}: sdk.version {version!r} is not an SDK version like 10.0.100 "
+                "(x.y.znn, no wildcards); the SDK would silently ignore the file")
     roll = sdk.get("rollForward", "patch")
     if not isinstance(roll, str) or roll.lower() not in POLICIES:
         return (f"{name}: sdk.rollForward {roll!r} is unknown (known: patch, feature, minor, "
-                "major, latestPatch, latestFeature, latestMinor, latestMajor, disable)")
+                "major, latestPatch, latestFeature, latestMinor, latestMajor, disable); the "
+                "SDK would silently ignore the file")
     allow = sdk.get("allowPrerelease", True)
     if not isinstance(allow, bool):
-        return f"{name}: sdk.allowPrerelease must be true or false, not {allow!r}"
+        return (f"{name}: sdk.allowPrerelease must be true or false, not {allow!r}; the SDK "
+                "would silently ignore the file")
     return SdkPolicy(version, roll.lower(), allow or "-" in version)
 
 
@@ -123,8 +145,55 @@ def matches_policy(policy: SdkPolicy, installed: SdkVersion) -> bool:
     return True  # major, latestMajor
 
 
-def sdk_satisfies(policy: SdkPolicy, reported: str) -> bool:
-    """`dotnet --version` printed `reported`: is it a .NET 8 SDK the policy allows?"""
-    installed = parse_version(reported)
-    return (installed is not None and (installed.major, installed.minor) == (8, 0)
-            and matches_policy(policy, installed))
+@dataclass(frozen=True)
+class TargetPolicy:
+    """The framework every project must target and the SDK and runtime that may build and test
+    it; `origin` says where the framework came from (for messages)."""
+
+    framework: str  # a key of FRAMEWORKS
+    newer_sdk: bool
+    newer_runtime: bool
+    origin: str
+
+    @property
+    def line(self) -> tuple[int, int]:
+        return FRAMEWORKS[self.framework]
+
+    @property
+    def line_text(self) -> str:
+        return "{}.{}".format(*self.line)
+
+    def describe(self) -> str:
+        sdk = an_sdk(self.line_text) + (" or newer" if self.newer_sdk else " only")
+        return f"{self.framework}: {sdk} ({self.origin})"
+
+    def allows_sdk(self, reported: str) -> bool:
+        """`dotnet --version` printed `reported`: may it build this target?"""
+        found = parse_version(reported)
+        if found is None:
+            return False
+        line = (found.major, found.minor)
+        return line == self.line or (self.newer_sdk and line > self.line)
+
+
+def resolve_target(framework: str, newer_sdk: bool, newer_runtime: bool,
+                   global_json: Path, origin: str = "") -> TargetPolicy | str:
+    """`validation.target` made concrete: `auto` takes the SDK line global.json's sdk.version
+    pins. A string is why it cannot be resolved (a pinned line that is no supported target)."""
+    if framework != "auto":
+        return TargetPolicy(framework, newer_sdk, newer_runtime,
+                            origin or "validation.target.framework")
+    pinned = check_global_json(global_json)
+    if not isinstance(pinned, SdkPolicy):
+        return TargetPolicy(LTS, newer_sdk, newer_runtime,
+                            "auto: no global.json pins an SDK version, so the current LTS")
+    found = parse_version(pinned.version)
+    assert found is not None  # check_global_json matched SDK_VERSION
+    for name, line in FRAMEWORKS.items():
+        if (found.major, found.minor) == line:
+            return TargetPolicy(name, newer_sdk, newer_runtime,
+                                f"auto: global.json pins SDK {pinned.version}")
+    known = ", ".join(f"{name} ({an_sdk(f'{a}.{b}')})" for name, (a, b) in FRAMEWORKS.items())
+    return (f"global.json pins SDK {pinned.version}, which is no supported .NET target "
+            f"(supported: {known}); pin one of those lines in global.json, or set "
+            "`validation.target.framework` in workflow_defs/validation.yaml")

@@ -235,10 +235,23 @@ AUDIT_CODES = ("NU1900", "NU1901", "NU1902", "NU1903", "NU1904")
 
 
 class SdkRule(Strict):
-    """Without global.json (most real repositories have none) `dotnet --version` in the repo
-    must then report an 8.0 SDK; with it, global.json must pin one (the default)."""
+    """With global.json required (the default) the repository pins its SDK there; without it
+    (most real repositories have none) the SDK `dotnet --version` selects in the repository
+    must still be one the target policy allows."""
 
     require_global_json: bool = True
+
+
+class TargetRule(Strict):
+    """The target policy (issue 42): which .NET every project targets and which SDK and runtime
+    may build and test it. `auto` takes the SDK line global.json's sdk.version pins (8.0 →
+    net8.0, 10.0 → net10.0; without a pinned version, net10.0, the current LTS). `specops new`
+    freezes the resolved policy in the delivery's snapshot."""
+
+    framework: Literal["auto", "net8.0", "net10.0"] = "auto"
+    newer_sdk: bool = True  # a newer SDK may build the target (a 10.0 SDK building net8.0)
+    newer_runtime: bool = True  # tests roll forward to a newer runtime when the target's is absent
+    origin: str = ""  # set by `specops new` on the frozen policy: where its framework came from
 
 
 class ValidationConfig(Strict):
@@ -249,6 +262,7 @@ class ValidationConfig(Strict):
     mode: ValidationMode = "full"
     judge: Literal["absolute", "regressions"] = "absolute"
     sdk: SdkRule = SdkRule()
+    target: TargetRule = TargetRule()
     build: list[str] = []  # the solution or projects to build when the root has several
     configuration: str = "Release"  # -c of build and test, -p:Configuration= of evaluation
     analyzer_frameworks: list[str] = ["netstandard2.0"]  # allowed for Roslyn components only

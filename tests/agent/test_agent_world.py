@@ -155,13 +155,15 @@ def dotnet_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers: Path 
     stand-in `dotnet` on PATH with `answers` (None: no `dotnet` at all)."""
     import shutil
 
-    from ..support.dotnet import FIXTURES, STANDIN
+    from ..support.dotnet import FIXTURES, STANDIN, path_without_dotnet
 
     root = tmp_path / "harness"
     shutil.copytree(FIXTURES / "all-pass", root)
     write_tree(root, AGENTIC)
     commit_all(root)
-    if answers is not None:
+    if answers is None:
+        monkeypatch.setenv("PATH", path_without_dotnet(tmp_path))
+    else:
         monkeypatch.setenv("PATH", f"{STANDIN}:{monkeypatch_path()}")
         monkeypatch.setenv("DOTNET_STANDIN_ANSWERS", str(answers))
         monkeypatch.setenv("DOTNET_STANDIN_LOG", str(tmp_path / "dotnet.log"))

@@ -77,3 +77,20 @@ def assert_clean_git(h: Harness, delivery: str) -> list[str]:
     committed = repo.git.log("--all", "--name-only", "--format=").split()
     assert [p for p in committed if {"bin", "obj", "TestResults"} & set(p.split("/"))] == []
     return repo.git.log(f"feat-{delivery}", "--format=%s").splitlines()
+
+
+def path_without_dotnet(tmp_path: Path, path: str | None = None) -> str:
+    """`path` (default: this PATH) with no `dotnet` on it: each folder that holds one is replaced
+    by a folder of links to everything else in it, so git, node and the rest are still found."""
+    folders = []
+    for i, folder in enumerate((path if path is not None else os.environ["PATH"]).split(":")):
+        if not (Path(folder) / "dotnet").exists():
+            folders.append(folder)
+            continue
+        twin = tmp_path / f"path-without-dotnet-{i}"
+        twin.mkdir(parents=True, exist_ok=True)
+        for entry in Path(folder).iterdir():
+            if entry.name != "dotnet" and not (twin / entry.name).exists():
+                (twin / entry.name).symlink_to(entry)
+        folders.append(str(twin))
+    return ":".join(folders)

@@ -36,9 +36,9 @@ def standin(monkeypatch: pytest.MonkeyPatch):
 
 NO_GLOBAL_JSON = (
     "preflight: the base tree (the target folder) cannot pass `full` validation, so no agent "
-    "call was made: stage `global.json`: no global.json pinning an 8.0 SDK at the repository "
-    "root: add one (e.g. {\"sdk\": {\"version\": \"8.0.404\", \"rollForward\": "
-    "\"latestPatch\"}}), or set `validation.sdk.require_global_json: false` in "
+    "call was made: stage `global.json`: no global.json pinning the SDK at the repository "
+    "root: add one (e.g. {\"sdk\": {\"version\": \"10.0.100\", \"rollForward\": "
+    "\"latestFeature\"}}), or set `validation.sdk.require_global_json: false` in "
     "workflow_defs/validation.yaml (or the phase); then `specops resume d1 write`")
 
 
@@ -77,7 +77,8 @@ def test_a_base_without_global_json_blocks_before_any_agent_call(tmp_path: Path,
 def test_the_sdk_policy_in_validation_yaml_lets_the_same_base_through(tmp_path: Path,
                                                                       standin) -> None:
     standin("no-global-json")
-    layout = {"workflow_defs/validation.yaml": "validation:\n  sdk: {require_global_json: false}\n"}
+    layout = {"workflow_defs/validation.yaml": "validation:\n  sdk: {require_global_json: false}\n"
+                                               "  target: {framework: net8.0}\n"}
     store = harness(tmp_path, "no-global-json", layout)
     with replay(tmp_path, {"write": [{"literal": {}}]}) as server:
         outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
@@ -220,9 +221,11 @@ def test_a_base_whose_sdk_is_not_installed_says_what_to_install_or_change(
     assert store.read("d1").get_step("write").blocked_reason == (
         "preflight: the base tree (the target folder) cannot pass `full` validation, so no agent "
         "call was made: stage `sdk`: `dotnet --version` exited 145: no installed SDK matches "
-        "global.json; installed SDKs: 8.0.404 [/usr/share/dotnet/sdk]; install an 8.0 SDK that "
-        "global.json accepts, or change global.json's sdk.version or rollForward to an installed "
-        "one; then `specops resume d1 write`")
+        "global.json sdk.version 8.0.100, rollForward disable; target policy net8.0: an 8.0 SDK "
+        "or newer (auto: global.json pins SDK 8.0.100); installed SDKs: 8.0.404 "
+        "[/usr/share/dotnet/sdk]; fix: install an SDK that global.json accepts, or change its "
+        "sdk.version or rollForward (e.g. {\"sdk\": {\"version\": \"8.0.100\", \"rollForward\": "
+        "\"latestFeature\"}}); then `specops resume d1 write`")
 
 
 def test_a_cached_preflight_with_a_key_this_version_does_not_write_is_validated_again(

@@ -17,6 +17,7 @@ from specops_dag.validation.dotnet import ValidationReport, validate_full
 
 from ..support.dotnet import copy_fixture, standin_env
 
+POLICY_8 = "(the target policy's framework; auto: global.json pins SDK 8.0.100)"
 # fixture -> (passed, stage, exact message with {root})
 MATRIX = {
     "all-pass": (True, "test", "1 test project(s): 2 of 2 tests executed, 2 passed, 0 skipped"),
@@ -30,9 +31,9 @@ MATRIX = {
                          "error: {root}/src/Calc/Calculator.cs(15,32): error CS0168: The variable "
                          "'e' is declared but never used [{root}/src/Calc/Calc.csproj]"),
     "wrong-tfm": (False, "evaluation", "src/Calc/Calc.csproj: target frameworks ['net6.0']; "
-                  "every project must target exactly net8.0"),
+                  f"every project must target exactly net8.0 {POLICY_8}"),
     "multi-target": (False, "evaluation", "src/Calc/Calc.csproj: target frameworks ['net8.0', "
-                     "'net9.0']; every project must target exactly net8.0"),
+                     f"'net9.0']; every project must target exactly net8.0 {POLICY_8}"),
     "reference-outside": (False, "evaluation", "src/App/App.csproj: ProjectReference "
                           "../../../outside/Shared/Shared.csproj resolves to "
                           "{parent}/outside/Shared/Shared.csproj, outside the repository; keep "
@@ -47,16 +48,20 @@ MATRIX = {
                   "scripts/Tool.cs; add them to a project or remove them, or exclude them with "
                   "`validation.exclude: [scripts/Tool.cs]` in workflow_defs/validation.yaml (or "
                   "the phase)"),
-    "no-global-json": (False, "global.json", "no global.json pinning an 8.0 SDK at the "
-                       "repository root: add one (e.g. {{\"sdk\": {{\"version\": \"8.0.404\", "
-                       "\"rollForward\": \"latestPatch\"}}}}), or set "
+    "no-global-json": (False, "global.json", "no global.json pinning the SDK at the "
+                       "repository root: add one (e.g. {{\"sdk\": {{\"version\": \"10.0.100\", "
+                       "\"rollForward\": \"latestFeature\"}}}}), or set "
                        "`validation.sdk.require_global_json: false` in "
                        "workflow_defs/validation.yaml (or the phase)"),
     "mtp": (False, "test", "tests/Calc.Tests/Calc.Tests.csproj runs on Microsoft.Testing."
             "Platform (TestingPlatformDotnetTestSupport=true): `dotnet test --logger trx` writes "
             "no VSTest TRX there; use the VSTest adapter for validation"),
     "sdk-mismatch": (False, "sdk", "`dotnet --version` exited 145: no installed SDK matches "
-                     "global.json; installed SDKs: 8.0.404 [/usr/share/dotnet/sdk]"),
+                     "global.json sdk.version 8.0.100, rollForward disable; target policy net8.0: an 8.0 SDK "
+                     "or newer (auto: global.json pins SDK 8.0.100); installed SDKs: 8.0.404 "
+                     "[/usr/share/dotnet/sdk]; fix: install an SDK that global.json accepts, or "
+                     "change its sdk.version or rollForward (e.g. {{\"sdk\": {{\"version\": "
+                     "\"8.0.100\", \"rollForward\": \"latestFeature\"}}}})"),
     "docs-only": (True, "no validation target", "no C# project and no C# source in the "
                   "repository: nothing to build or test (this is not a build success)"),
 }
@@ -131,8 +136,8 @@ def test_a_missing_dotnet_is_an_environment_error_with_the_install_hint(tmp_path
     with pytest.raises(ToolMissing) as info:
         validate_full(root, tmp_path / "logs", env=env)
     assert info.value.message == (
-        "the .NET SDK (`dotnet`) is not installed or not on PATH: install the .NET 8 SDK "
-        "(https://dot.net/download) so full validation can build and test")
+        "the .NET SDK (`dotnet`) is not installed or not on PATH: install the .NET 10 SDK "
+        "(https://dot.net/download; it also builds net8.0) so full validation can build and test")
 
 
 @pytest.mark.e2e
@@ -141,7 +146,7 @@ def test_the_report_reads_as_one_failure_summary(tmp_path: Path) -> None:
     report = validate_full(root, tmp_path / "logs", env=standin_env("wrong-tfm"))
     assert report.describe() == (
         "validation `full` failed at stage `evaluation`: src/Calc/Calc.csproj: target frameworks "
-        "['net6.0']; every project must target exactly net8.0\ncommand: dotnet msbuild "
+        f"['net6.0']; every project must target exactly net8.0 {POLICY_8}\ncommand: dotnet msbuild "
         f"{root}/src/Calc/Calc.csproj -p:Configuration=Release -getProperty:TargetFramework "
         "-getProperty:TargetFrameworks -getProperty:IsRoslynComponent -getItem:ProjectReference "
         "(exit None)")
@@ -161,8 +166,16 @@ def test_a_real_sdk_gives_each_fixture_the_same_verdict(tmp_path: Path, name: st
 @pytest.mark.parametrize(("fixture", "code", "first_line"), [
     ("all-pass", 0, "validation `full` passed at stage `test`: 1 test project(s): 2 of 2 tests "
                     "executed, 2 passed, 0 skipped"),
+    ("sdk-mismatch", 3, "validation `full` failed at stage `sdk`: `dotnet --version` exited "
+                        "145: no installed SDK matches global.json sdk.version 8.0.100, "
+                        "rollForward disable; target policy net8.0: an 8.0 SDK or newer (auto: "
+                        "global.json pins SDK 8.0.100); installed SDKs: 8.0.404 "
+                        "[/usr/share/dotnet/sdk]; fix: install an SDK that global.json accepts, "
+                        "or change its sdk.version or rollForward (e.g. {\"sdk\": {\"version\": "
+                        "\"8.0.100\", \"rollForward\": \"latestFeature\"}})"),
     ("wrong-tfm", 1, "validation `full` failed at stage `evaluation`: src/Calc/Calc.csproj: "
-                     "target frameworks ['net6.0']; every project must target exactly net8.0"),
+                     f"target frameworks ['net6.0']; every project must target exactly net8.0 "
+                     f"{POLICY_8}"),
 ])
 def test_specops_validate_runs_the_validator_standalone(tmp_path: Path, fixture: str, code: int,
                                                         first_line: str) -> None:
@@ -179,7 +192,7 @@ def test_specops_validate_runs_the_validator_standalone(tmp_path: Path, fixture:
     as_json = subprocess.run([str(VENV_BIN / "specops"), "validate", str(root), "--json"],
                              env=standin_env(fixture), capture_output=True, text=True,
                              timeout=60, stdin=subprocess.DEVNULL)
-    assert json.loads(as_json.stdout)["passed"] is (code == 0)
+    assert (json.loads(as_json.stdout)["passed"], as_json.returncode) == (code == 0, code)
 
 
 def test_specops_validate_exits_3_without_dotnet(tmp_path: Path) -> None:
@@ -189,8 +202,10 @@ def test_specops_validate_exits_3_without_dotnet(tmp_path: Path) -> None:
 
     root = copy_fixture(tmp_path, "all-pass")
     result = subprocess.run([str(VENV_BIN / "specops"), "validate", str(root)],
-                            env={**os.environ, "PATH": "/usr/bin:/bin"}, capture_output=True,
+                            env={**os.environ, "PATH": str(tmp_path / "no-dotnet")},
+                            capture_output=True,
                             text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert (result.returncode, result.stderr) == (
-        3, "error: the .NET SDK (`dotnet`) is not installed or not on PATH: install the .NET 8 "
-           "SDK (https://dot.net/download) so full validation can build and test\n")
+        3, "error: the .NET SDK (`dotnet`) is not installed or not on PATH: install the .NET 10 "
+           "SDK (https://dot.net/download; it also builds net8.0) so full validation can build "
+           "and test\n")

@@ -20,9 +20,12 @@ from ..support.dotnet import copy_fixture, standin_env
 from ..support.harness import VENV_BIN, write_tree
 
 WHERE = "workflow_defs/validation.yaml (or the phase)"
-NO_GLOBAL_JSON = ("no global.json pinning an 8.0 SDK at the repository root: add one (e.g. "
-                  "{\"sdk\": {\"version\": \"8.0.404\", \"rollForward\": \"latestPatch\"}}), or "
-                  f"set `validation.sdk.require_global_json: false` in {WHERE}")
+NO_GLOBAL_JSON = ("no global.json pinning the SDK at the repository root: add one (e.g. "
+                  "{\"sdk\": {\"version\": \"10.0.100\", \"rollForward\": \"latestFeature\"}}), "
+                  f"or set `validation.sdk.require_global_json: false` in {WHERE}")
+AUTO_8 = "auto: global.json pins SDK 8.0.100"
+NET8_ONLY = {"sdk": {"require_global_json": False}, "target": {"framework": "net8.0",
+                                                               "newer_sdk": False}}
 PASS_2 = "1 test project(s): 2 of 2 tests executed, 2 passed, 0 skipped"
 NU1900 = ("{root}/src/Calc/Calc.csproj : error NU1900: Error occurred while getting package "
           "vulnerability data: Unable to load the service index for source "
@@ -35,16 +38,23 @@ NU1903 = ("{root}/src/Calc/Calc.csproj : error NU1903: Package 'System.Text.Json
 LAYOUTS = {
     "no-global-json-required": ("no-global-json", "no-global-json", {}, False, "global.json",
                                 "attempt", NO_GLOBAL_JSON),
-    "no-global-json-allowed": ("no-global-json", "no-global-json",
-                               {"sdk": {"require_global_json": False}}, True, "test", "attempt",
-                               PASS_2),
-    "no-global-json-allowed-but-sdk-9": (
-        "no-global-json", "no-global-json-sdk9", {"sdk": {"require_global_json": False}}, False,
+    "no-global-json-allowed": ("no-global-json", "no-global-json", NET8_ONLY, True, "test",
+                               "attempt", PASS_2),
+    "no-global-json-allowed-defaults-to-the-lts": (
+        "no-global-json", "no-global-json", {"sdk": {"require_global_json": False}}, False,
         "sdk", "environment",
-        "no global.json, and `dotnet --version` in the repository selected '9.0.100', not an 8.0 "
-        "SDK: add a global.json pinning 8.0 (e.g. {\"sdk\": {\"version\": \"8.0.404\", "
-        "\"rollForward\": \"latestPatch\"}}), or make 8.0 the newest installed SDK; installed "
-        "SDKs: 8.0.404 [/usr/share/dotnet/sdk]\n9.0.100 [/usr/share/dotnet/sdk]"),
+        "`dotnet --version` selected SDK 8.0.404 (no global.json pin), which the target policy "
+        "does not allow; target policy net10.0: a 10.0 SDK or newer (auto: no global.json pins an SDK version, "
+        "so the current LTS); installed SDKs: 8.0.404 [/usr/share/dotnet/sdk]; fix: install a "
+        "10.0 SDK or newer and pin it in global.json (e.g. {\"sdk\": {\"version\": "
+        "\"10.0.100\", \"rollForward\": \"latestFeature\"}})"),
+    "no-global-json-allowed-but-sdk-9": (
+        "no-global-json", "no-global-json-sdk9", NET8_ONLY, False, "sdk", "environment",
+        "`dotnet --version` selected SDK 9.0.100 (no global.json pin), which the target policy "
+        "does not allow; target policy net8.0: an 8.0 SDK only (validation.target.framework); installed SDKs: "
+        "8.0.404 [/usr/share/dotnet/sdk]; 9.0.100 [/usr/share/dotnet/sdk]; fix: install an 8.0 "
+        "SDK and pin it in global.json (e.g. {\"sdk\": {\"version\": \"8.0.100\", "
+        f"\"rollForward\": \"latestFeature\"}}}}), or set `validation.target.newer_sdk: true` in {WHERE}"),
     "two-solutions-without-a-choice": (
         "two-solutions", "two-solutions", {}, False, "discovery", "attempt",
         "more than one solution at the repository root (Calc.Samples.sln, Calc.sln); choose what "
@@ -64,7 +74,8 @@ LAYOUTS = {
     "netstandard-library-is-a-product-project": (
         "analyzer-as-library", "analyzer-as-library", {}, False, "evaluation", "attempt",
         "src/Calc.Generators/Calc.Generators.csproj: target frameworks ['netstandard2.0']; every "
-        "project must target exactly net8.0 (analyzer and source-generator projects, "
+        f"project must target exactly net8.0 (the target policy's framework; {AUTO_8}) "
+        "(analyzer and source-generator projects, "
         "`IsRoslynComponent` or referenced with OutputItemType=\"Analyzer\", may target "
         "netstandard2.0)"),
     "test-sdk-from-directory-build-props": ("props-test-sdk", "props-test-sdk", {}, True, "test",
@@ -82,7 +93,7 @@ LAYOUTS = {
     "configuration-conditioned-tfm": (
         "configuration-tfm", "configuration-tfm", {"configuration": "Legacy"}, False,
         "evaluation", "attempt", "src/Calc/Calc.csproj: target frameworks ['net6.0']; every "
-        "project must target exactly net8.0"),
+        f"project must target exactly net8.0 (the target policy's framework; {AUTO_8})"),
     "snippet-excluded": ("orphan-cs", "orphan-cs", {"exclude": ["scripts/**"]}, True, "test",
                          "attempt", PASS_2),
     "audit-unreachable-is-the-environment": (

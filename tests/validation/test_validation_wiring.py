@@ -15,7 +15,7 @@ from specops_dag.execution.step import run_step
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from ..support.agents import AGENTIC, replay, settings_for, wrote
-from ..support.dotnet import FIXTURES, STANDIN
+from ..support.dotnet import FIXTURES, STANDIN, path_without_dotnet
 from ..support.harness import write_tree
 
 
@@ -77,14 +77,15 @@ def test_a_missing_dotnet_blocks_the_step_before_any_agent_call_with_the_install
     with replay(tmp_path, {"write": [{"literal": {}}]}) as server:
         settings = settings_for(server, tmp_path)
         codex_dir = str(Path(__file__).resolve().parents[2] / "node_modules/.bin")
-        monkeypatch.setenv("PATH", f"{codex_dir}:/usr/bin:/bin")
+        monkeypatch.setenv("PATH", path_without_dotnet(tmp_path, f"{codex_dir}:/usr/bin:/bin"))
         outcome = run_step(store, "d1", "write", settings=settings)
     assert (outcome.status, outcome.retryable) == ("environment", False)
     step = store.read("d1").get_step("write")
     assert step.status == "blocked"
     assert step.blocked_reason == (
         "environment error: the .NET SDK (`dotnet`) is not installed or not on PATH: install the "
-        ".NET 8 SDK (https://dot.net/download) so full validation can build and test")
+        ".NET 10 SDK (https://dot.net/download; it also builds net8.0) so full validation can "
+        "build and test")
     assert step.usage == []  # the preflight needs dotnet before any agent call
     assert not (tmp_path / "requests.jsonl").exists() or not (
         tmp_path / "requests.jsonl").read_text().strip()
