@@ -74,7 +74,7 @@ def choose_targets(repo: Repo, config: ValidationConfig, found: list[Path]) -> s
                         f"in {WHERE}")
         repo.targets = [root / rel for rel in config.build]
     else:
-        solutions = sorted(root.glob("*.sln"))
+        solutions = sorted([*root.glob("*.sln"), *root.glob("*.slnx")])
         if len(solutions) > 1:
             names = ", ".join(s.name for s in solutions)
             return (f"more than one solution at the repository root ({names}); choose what to "
@@ -82,11 +82,12 @@ def choose_targets(repo: Repo, config: ValidationConfig, found: list[Path]) -> s
                     "one")
         repo.targets = solutions
     for target in repo.targets:
-        if target.suffix.lower() == ".sln":
-            text = target.read_text(encoding="utf-8-sig", errors="replace")
-            for m in SLN_PROJECT.finditer(text):
-                if m["type"].upper() != SOLUTION_FOLDER and m["path"].endswith(".csproj"):
-                    repo.in_solution.add((target.parent / m["path"].replace("\\", "/")).resolve())
+        if target.suffix.lower() in (".sln", ".slnx"):
+            listed = solution_projects(target)
+            if isinstance(listed, str):
+                return listed
+            repo.in_solution.update((target.parent / p.replace("\\", "/")).resolve()
+                                    for p in listed if p.endswith(".csproj"))
         else:
             repo.in_solution.add(target.resolve())
     # A named choice validates what it names (references follow at evaluation); otherwise
@@ -96,3 +97,21 @@ def choose_targets(repo: Repo, config: ValidationConfig, found: list[Path]) -> s
     if config.build and not repo.projects:
         repo.projects = [p.resolve() for p in repo.in_solution if p.is_file()]
     return None
+
+
+def solution_projects(solution: Path) -> list[str] | str:
+    """The project paths a solution lists, relative to its folder: a `.sln`'s `Project(...)`
+    lines (solution folders skipped) or a `.slnx`'s `<Project Path=…>` elements (the XML format
+    SDK 9.0.200+ writes, `dotnet new sln`'s default from SDK 10). A string: why it is unreadable."""
+    text = solution.read_text(encoding="utf-8-sig", errors="replace")
+    if solution.suffix.lower() == ".sln":
+        return [m["path"] for m in SLN_PROJECT.finditer(text)
+                if m["type"].upper() != SOLUTION_FOLDER]
+    import xml.etree.ElementTree as ET
+
+    try:
+        tree = ET.fromstring(text)
+    except ET.ParseError as err:
+        return (f"{solution.name} is not valid XML ({err}); fix the solution file or name the "
+                f"projects to build with `validation.build` in {WHERE}")
+    return [p.get("Path", "") for p in tree.iter("Project")]
