@@ -54,6 +54,9 @@ DROP_ENV = ("DOTNET_MSBUILD_SDK_RESOLVER_SDKS_DIR", "DOTNET_MSBUILD_SDK_RESOLVER
 INSTALL_HINT = ("the .NET SDK (`dotnet`) is not installed or not on PATH: install the .NET 10 "
                 "SDK (https://dot.net/download; it also builds net8.0) so full validation can "
                 "build and test")
+# NuGet's NU1603 ("… depends on P (>= W) but P W was not found. P G was resolved instead.")
+NU1603 = re.compile(r"error NU1603: \S+ depends on (\S+) \(>= ([^)\s]+)\) but \S+ \S+ was not "
+                    r"found\. \S+ (\S+) was resolved instead")
 RUNTIME = re.compile(r"^Microsoft\.NETCore\.App (\d+)\.(\d+)\.\S+", re.MULTILINE)
 # Verdicts a regressions judge compares with the baseline; the others are broken runs.
 COMPARABLE = ("passed", "failed", "skip-only", "zero tests", "exit code")
@@ -428,6 +431,13 @@ def build_failure(run: Run, stage: str, target: Path, args: list[str],
     message = (f"`dotnet {stage}` of {rel(run.root, target)} failed (exit {result.exit_code})"
                f"{first}")
     blame = "attempt"
+    taken = NU1603.findall(result.stdout)
+    if taken:
+        pins = ", ".join(dict.fromkeys(f"{pkg} {wanted} → {got}" for pkg, wanted, got in taken))
+        message += (f"; NU1603: the package source does not serve a version a project asks for, "
+                    f"so NuGet took the next one ({pins}): reference the version it took (or "
+                    "another the source serves), or add NU1603 to the project's "
+                    "WarningsNotAsErrors")
     if bl.audit_only([code for code, _ in found]):
         message += f"; {bl.audit_advice([key for _, key in found])}"
         blame = "environment" if run.config.nuget_audit == "environment" else "attempt"

@@ -9,6 +9,7 @@ import git
 import pytest
 
 from ..support.cli import specops
+from ..support.dotnet import path_without_dotnet
 from ..support.harness import complete, make_delivery, write_tree
 
 
@@ -223,8 +224,7 @@ def test_run_goes_through_a_dagster_run_and_reports_the_steps(
 def test_demo_runs_a_quick_delivery_with_the_real_codex_cli_offline(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
     env = {k: v for k, v in clean_env.items() if k != "DAGSTER_HOME"}
-    env["PATH"] = ":".join(p for p in env["PATH"].split(":")
-                           if not (Path(p) / "dotnet").exists())  # no SDK here: docs-only
+    env["PATH"] = path_without_dotnet(tmp_path, env["PATH"])  # no SDK: the demo is docs-only
     result = specops(env, tmp_path, "demo", "--dir", str(tmp_path / "demo"),
                      "--executor", "in_process")
     assert result.returncode == 0, result.stdout + result.stderr

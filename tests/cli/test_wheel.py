@@ -17,6 +17,7 @@ from specops_dag.agent import codex
 from specops_dag.builtin import CODEX_NPM
 from specops_dag.errors import ToolMissing
 
+from ..support.dotnet import path_without_dotnet
 from ..support.harness import REPO, VENV_BIN
 
 REAL_CODEX = (REPO / "node_modules" / ".bin" / "codex").resolve()
@@ -37,11 +38,11 @@ def fake_npm(folder: Path, record: Path) -> Path:
     return folder
 
 
-def bare_path(*first: Path) -> str:
+def bare_path(tmp_path: Path, *first: Path) -> str:
     """PATH without this venv, a codex or a dotnet (the demo then validates docs-only)."""
     keep = [p for p in os.environ["PATH"].split(":") if p and Path(p) != VENV_BIN
-            and not (Path(p) / "codex").exists() and not (Path(p) / "dotnet").exists()]
-    return ":".join([*map(str, first), *keep])
+            and not (Path(p) / "codex").exists()]
+    return path_without_dotnet(tmp_path, ":".join([*map(str, first), *keep]))
 
 
 @pytest.fixture
@@ -77,7 +78,7 @@ def test_a_wheel_install_runs_the_demo_from_an_empty_folder_and_installs_the_pin
     empty, cache = tmp_path / "empty", tmp_path / "xdg-cache"
     empty.mkdir()
     record = tmp_path / "npm-record"
-    env = {"PATH": bare_path(fake_npm(tmp_path / "fake-bin", record)), "HOME": str(tmp_path),
+    env = {"PATH": bare_path(tmp_path, fake_npm(tmp_path / "fake-bin", record)), "HOME": str(tmp_path),
            "XDG_CACHE_HOME": str(cache), "LANG": "C.UTF-8"}
     where = json.loads(subprocess.run(
         [str(installed / "bin/python"), "-c", "import json, specops_dag.builtin as b; print("
@@ -140,7 +141,7 @@ def no_codex(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_without_any_codex_the_demo_installs_the_pinned_one_with_npm_ci_into_the_cache(
         no_codex: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     record = tmp_path / "record"
-    monkeypatch.setenv("PATH", bare_path(fake_npm(tmp_path / "bin", record)))
+    monkeypatch.setenv("PATH", bare_path(tmp_path, fake_npm(tmp_path / "bin", record)))
     settings = codex.AgentSettings()
     with pytest.raises(ToolMissing, match="^the codex CLI is not installed: "):
         codex.find_codex(settings, tmp_path)

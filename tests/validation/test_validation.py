@@ -67,6 +67,12 @@ MATRIX = {
 }
 
 
+# Where the real SDK on these machines (10.0.401, only the 10.0 runtime) differs from the stand-in's
+# answers: ASP.NET Core 8's TestHost, rolled forward to the 10.0 runtime, answers the POST test
+# with a 500 (dotnet_fixtures/README.md), so 2 of 3 minimal-api tests pass.
+REAL_DIFFERS = {"minimal-api": (False, "test")}
+
+
 def expected(name: str, root: Path) -> tuple[bool, str, str]:
     passed, stage, message = MATRIX[name]
     return passed, stage, message.format(root=root, parent=root.parent)
@@ -159,7 +165,7 @@ def test_the_report_reads_as_one_failure_summary(tmp_path: Path) -> None:
 def test_a_real_sdk_gives_each_fixture_the_same_verdict(tmp_path: Path, name: str) -> None:
     root = copy_fixture(tmp_path, name)
     report = validate_full(root, tmp_path / "logs")
-    assert (report.passed, report.stage) == expected(name, root)[:2]
+    assert (report.passed, report.stage) == REAL_DIFFERS.get(name, expected(name, root)[:2])
 
 
 @pytest.mark.e2e
@@ -209,3 +215,19 @@ def test_specops_validate_exits_3_without_dotnet(tmp_path: Path) -> None:
         3, "error: the .NET SDK (`dotnet`) is not installed or not on PATH: install the .NET 10 "
            "SDK (https://dot.net/download; it also builds net8.0) so full validation can build "
            "and test\n")
+
+
+@pytest.mark.dotnet
+@pytest.mark.e2e
+def test_a_package_version_the_source_does_not_serve_is_named_as_nu1603_with_the_fix(
+        tmp_path: Path) -> None:
+    root = copy_fixture(tmp_path, "nu1603")
+    report = validate_full(root, tmp_path / "logs")
+    assert (report.passed, report.stage, report.blame) == (False, "restore", "attempt")
+    assert report.message == (
+        "`dotnet restore` of Calc.sln failed (exit 1); first error: "
+        f"{root}/tests/Calc.Tests/Calc.Tests.csproj : error NU1603: Calc.Tests depends on xunit "
+        "(>= 2.9.2.1) but xunit 2.9.2.1 was not found. xunit 2.9.3 was resolved instead. "
+        f"[{root}/Calc.sln]; NU1603: the package source does not serve a version a project asks "
+        "for, so NuGet took the next one (xunit 2.9.2.1 → 2.9.3): reference the version it took "
+        "(or another the source serves), or add NU1603 to the project's WarningsNotAsErrors")
