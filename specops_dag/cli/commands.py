@@ -154,18 +154,21 @@ def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
 
 def target_policy(catalog, workflow: str, repo: Path, validation: str | None):
     """The .NET target policy of validation.yaml resolved for `repo` (frozen in the snapshot by
-    `new`), or None when the repository pins no supported target and no step validates `full`
-    (a docs-only delivery); refused when a `full` step would need it."""
+    `new`). None when no step builds .NET (every step validates `none`), or when the repository
+    pins no supported target and no step validates `full` (a docs-only delivery); refused when
+    a `full` step would need it."""
     from specops_dag.delivery.model import TargetRecord
     from specops_dag.validation.sdk import resolve_target
 
+    modes = {validation} if validation else {
+        catalog.phases[p].validation_mode for p in catalog.phase_ids_of(workflow)
+    } if workflow in catalog.workflows else set()
+    if not modes & {"full", "docs-only"}:
+        return None
     rule = catalog.validation.target
     policy = resolve_target(rule.framework, rule.newer_sdk, rule.newer_runtime,
                             repo / "global.json", rule.origin)
     if isinstance(policy, str):
-        modes = ([validation] if validation else [
-            catalog.phases[p].validation_mode for p in catalog.phase_ids_of(workflow)
-            if workflow in catalog.workflows])
         if "full" in modes:
             raise click.UsageError(f"{repo}: {policy}; nothing was created")
         return None

@@ -60,7 +60,8 @@ def test_new_takes_the_framework_validation_yaml_names(
     root = fixture_harness(tmp_path, "all-pass", {
         "workflow_defs/validation.yaml": "validation:\n  target: {framework: net10.0, "
                                          "newer_sdk: false, newer_runtime: false}\n"})
-    result = specops(clean_env, root, "new", "agentic", "d1", "--request", "x")
+    result = specops(clean_env, root, "new", "agentic", "d1", "--request", "x",
+                     "--validation", "full")
     assert result.returncode == 0, result.stderr
     state = json.loads((root / "phases/d1/index.json").read_text())
     assert state["snapshot"]["target"] == {
@@ -85,6 +86,10 @@ def test_new_refuses_a_repository_that_pins_no_supported_target_and_creates_noth
     assert docs.returncode == 0, docs.stderr  # nothing to build: no policy needed
     assert json.loads((root / "phases/d2/index.json").read_text())["snapshot"].get(
         "target") is None
+    none = specops(clean_env, root, "new", "agentic", "d3", "--request", "x",
+                   "--validation", "none")
+    assert none.stdout == ("created delivery d3 (agentic, 2 steps) in phases/d3/; run it with "
+                           "`specops run d3`\n")  # nothing builds .NET: no policy to freeze
 
 
 def test_a_bad_target_in_validation_yaml_names_the_key_and_the_choices(
