@@ -36,6 +36,7 @@ from specops_dag.validation.sdk import (
     matches_policy,
     parse_version,
     resolve_target,
+    test_runner,
 )
 from specops_dag.validation.trx import judge_test_run
 from specops_dag.workflow.model import ValidationConfig
@@ -46,11 +47,13 @@ COMMON = ["-nologo", "-nodeReuse:false"]
 DOTNET_ENV = {"DOTNET_NOLOGO": "1", "DOTNET_CLI_TELEMETRY_OPTOUT": "1",
               "DOTNET_CLI_WORKLOAD_UPDATE_NOTIFY_DISABLE": "1", "DOTNET_CLI_UI_LANGUAGE": "en",
               "MSBUILDDISABLENODEREUSE": "1", "DOTNET_CLI_USE_MSBUILD_SERVER": "0"}
-# Cleared: what redirects SDK resolution, traces, and what would let a runtime other than the
-# policy's run the tests (the validator sets DOTNET_ROLL_FORWARD itself when the policy says so).
+# Cleared: what redirects SDK resolution, traces, what would let a runtime other than the
+# policy's run the tests (the validator sets DOTNET_ROLL_FORWARD itself when the policy says so),
+# and what would hide a failing Microsoft.Testing.Platform run's exit code or pick the runner.
 DROP_ENV = ("DOTNET_MSBUILD_SDK_RESOLVER_SDKS_DIR", "DOTNET_MSBUILD_SDK_RESOLVER_SDKS_VER",
             "DOTNET_MSBUILD_SDK_RESOLVER_CLI_DIR", "MSBuildSDKsPath", "COREHOST_TRACE",
-            "DOTNET_HOST_TRACE", "DOTNET_ROLL_FORWARD", "DOTNET_ROLL_FORWARD_TO_PRERELEASE")
+            "DOTNET_HOST_TRACE", "DOTNET_ROLL_FORWARD", "DOTNET_ROLL_FORWARD_TO_PRERELEASE",
+            "TESTINGPLATFORM_EXITCODE_IGNORE", "DOTNET_TEST_RUNNER")
 INSTALL_HINT = ("the .NET SDK (`dotnet`) is not installed or not on PATH: install the .NET 10 "
                 "SDK (https://dot.net/download; it also builds net8.0) so full validation can "
                 "build and test")
@@ -132,6 +135,7 @@ class Run:
     warnings: list[str] = field(default_factory=list)
     projects: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    runner: str = "vstest"  # `dotnet test`'s mode: "vstest", or "mtp" (global.json test.runner)
 
     def dotnet(self, stage: str, *args: str, env: dict[str, str] | None = None
                ) -> ProcessResult:
@@ -228,6 +232,10 @@ def check_sdk(run: Run, repo: Repo) -> None:
     path = repo.root / "global.json"
     required = run.config.sdk.require_global_json
     pinned: SdkPolicy | str | None = None
+    try:
+        runner = test_runner(path)
+    except ValueError as err:
+        run.fail("global.json", str(err))
     if path.exists():
         pinned = check_global_json(path, policy.framework, pin_required=required)
         if isinstance(pinned, str):
@@ -242,6 +250,14 @@ def check_sdk(run: Run, repo: Repo) -> None:
     if found is not None and policy.allows_sdk(version) and (
             pinned is None or matches_policy(pinned, found)):
         run.sdk_version = version
+        if runner == "mtp" and found.major < 10:
+            run.notes.append(f"global.json's test.runner selects Microsoft.Testing.Platform, "
+                             f"which SDK {version} does not read (SDK 10 and newer do): "
+                             "`dotnet test` ran in VSTest mode")
+        elif runner == "mtp":
+            run.runner = runner
+            run.notes.append("`dotnet test` ran in Microsoft.Testing.Platform mode (global.json "
+                             "test.runner): TRX by --report-trx, judged by its content")
         return None
     listing = installed_sdks(run)
     pin = (f"global.json sdk.version {pinned.version}, rollForward {pinned.roll_forward}"
@@ -480,17 +496,27 @@ def build_worktree(root: Path, log_dir: Path, env: dict[str, str],
 def find_tests(run: Run, repo: Repo) -> None:
     """After restore, `IsTestProject` of every project as MSBuild evaluates it (so a test SDK
     from Directory.Build.props or a package's .props counts); MTP test apps are refused."""
+    mtp = ["-getProperty:IsTestingPlatformApplication"] if run.runner == "mtp" else []
     for project in repo.projects:
         data = msbuild_json(run, "test", project, f"-p:Configuration={run.config.configuration}",
                             "-getProperty:IsTestProject",
-                            "-getProperty:TestingPlatformDotnetTestSupport")
+                            "-getProperty:TestingPlatformDotnetTestSupport", *mtp)
         props = data.get("Properties", {})
-        if str(props.get("TestingPlatformDotnetTestSupport", "")).lower() == "true":
+        is_test = str(props.get("IsTestProject", "")).lower() == "true"
+        if mtp and is_test and str(props.get("IsTestingPlatformApplication", "")
+                                   ).lower() != "true":
+            run.fail("test", f"{rel(run.root, project)} is a VSTest project, but global.json's "
+                             "test.runner selects Microsoft.Testing.Platform, where every test "
+                             "project must be a Microsoft.Testing.Platform application "
+                             "(IsTestingPlatformApplication=true, e.g. xunit.v3 or MSTest with "
+                             "its runner): move the project to it, or remove test.runner from "
+                             "global.json")
+        if not mtp and str(props.get("TestingPlatformDotnetTestSupport", "")).lower() == "true":
             run.fail("test", f"{rel(run.root, project)} runs on Microsoft.Testing."
                             "Platform (TestingPlatformDotnetTestSupport=true): `dotnet test "
                             "--logger trx` writes no VSTest TRX there; use the VSTest adapter "
                             "for validation")
-        if str(props.get("IsTestProject", "")).lower() == "true":
+        if is_test:
             repo.tests.append(project)
     if not repo.tests:
         run.fail("test", "no test project found (no project evaluates IsTestProject=true "
@@ -508,10 +534,9 @@ def run_tests(run: Run, repo: Repo) -> None:
         name = rel(run.root, project)
         results = run.log_dir / f"trx-{len(run.logs) // 2 + 1:02d}-{uuid.uuid4().hex[:8]}"
         results.mkdir(parents=True)
-        args = ["test", str(project), "--no-build", "-c", run.config.configuration, *COMMON,
-                "--logger", "trx;LogFileName=results.trx", "--results-directory", str(results)]
+        args = test_argv(run, project, results)
         result = run.dotnet("test", *args, env=runtime_env)
-        verdict = judge_test_run(results, result.exit_code, result.timed_out)
+        verdict = judge_test_run(results, result.exit_code, result.timed_out, run.runner)
         counts = {"total": verdict.total, "executed": verdict.executed,
                   "passed_tests": verdict.passed_count, "failed": verdict.failed,
                   "skipped": verdict.skipped}
@@ -530,6 +555,18 @@ def run_tests(run: Run, repo: Repo) -> None:
                             failing_tests=tuple(verdict.failing_tests), **counts)
     repo.counts = totals
     return None
+
+
+def test_argv(run: Run, project: Path, results: Path) -> list[str]:
+    """`dotnet test` of one project into `results`: VSTest's `--logger trx`, or in
+    Microsoft.Testing.Platform mode `--report-trx` (where `-nologo` and `-nodeReuse` are
+    unknown options, exit 5)."""
+    if run.runner == "mtp":
+        return ["test", "--project", str(project), "--no-build", "-c",
+                run.config.configuration, "--report-trx", "--report-trx-filename", "results.trx",
+                "--results-directory", str(results)]
+    return ["test", str(project), "--no-build", "-c", run.config.configuration, *COMMON,
+            "--logger", "trx;LogFileName=results.trx", "--results-directory", str(results)]
 
 
 def outcome_report(run: Run, repo: Repo, baseline: dict | None) -> ValidationReport:

@@ -124,6 +124,31 @@ def check_global_json(path: Path, example: str = LTS, pin_required: bool = True
     return SdkPolicy(version, roll.lower(), allow or "-" in version)
 
 
+RUNNERS = {"vstest": "vstest", "microsoft.testing.platform": "mtp"}  # the SDK's, any case
+
+
+def test_runner(path: Path) -> str:
+    """The mode of `dotnet test` global.json's `test.runner` selects from SDK 10 on: "vstest"
+    (also without the file or the key) or "mtp". Raises ValueError with the fix for a value
+    the SDK refuses (it then fails every command in the folder, `dotnet --version` too)."""
+    if not path.is_file():
+        return "vstest"
+    try:
+        data = json.loads(strip_comments(path.read_text(encoding="utf-8-sig")))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return "vstest"  # check_global_json names the broken file
+    test = data.get("test") if isinstance(data, dict) else None
+    runner = test.get("runner") if isinstance(test, dict) else None
+    if runner is None:
+        return "vstest"
+    if not isinstance(runner, str) or runner.lower() not in RUNNERS:
+        raise ValueError(f"global.json: test.runner {runner!r} is not a test runner the SDK "
+                         "knows (VSTest, Microsoft.Testing.Platform); the .NET 10 SDK fails "
+                         "every command in the repository on it: use one of those or remove "
+                         "the key")
+    return RUNNERS[runner.lower()]
+
+
 def matches_policy(policy: SdkPolicy, installed: SdkVersion) -> bool:
     """Whether the host would accept `installed` for `policy` (sdk_resolver::matches_policy)."""
     req = parse_version(policy.version)

@@ -19,6 +19,13 @@ OK_RESULTS = ("Passed", "NotExecuted")
 # test list is written even when no test ran, so the rule also catches an MTP zero-test TRX.
 MTP_TEST_TYPE = "13CDC9D9-DDB5-4fa4-A97D-D965CCFC6D4B"
 MTP_TEST_LIST = "8C84FA94-04C1-424b-9868-57A2D4851A1D"
+# Microsoft.Testing.Platform's exit codes (reference dotnet-validation.md §5), named in a verdict.
+MTP_EXIT = {1: "unknown error", 2: "a test failed", 3: "the run was aborted",
+            4: "invalid extension setup", 5: "invalid arguments", 6: "not implemented",
+            7: "the test process crashed", 8: "zero tests ran",
+            9: "fewer tests ran than the minimum expected", 10: "framework infrastructure failure",
+            11: "a dependent process exited", 12: "protocol mismatch",
+            13: "the maximum of failed tests was reached"}
 NAMES_SHOWN = 5
 TEXT_SHOWN = 200
 
@@ -130,15 +137,20 @@ def _test_name(result: ET.Element) -> str:
     return result.get("testName") or result.get("testId") or "(unnamed test)"
 
 
-def judge_test_run(results_dir: Path, exit_code: int | None, timed_out: bool) -> TestVerdict:
-    """Judge one `dotnet test --logger trx --results-directory <results_dir>` call; the first
-    matching rule wins (reference dotnet-validation.md §6). Detail wording, `<name>` being the
-    TRX file name (the full path is in `trx`):
+def judge_test_run(results_dir: Path, exit_code: int | None, timed_out: bool,
+                   runner: str = "vstest") -> TestVerdict:
+    """Judge one `dotnet test` call by the TRX it wrote into `results_dir` (VSTest's `--logger
+    trx`, or Microsoft.Testing.Platform's `--report-trx` when `runner` is "mtp"); the first
+    matching rule wins (reference dotnet-validation.md §6). A non-zero exit code fails the call
+    but never passes it: the TRX must pass too. Detail wording, `<name>` being the TRX file name
+    (the full path is in `trx`):
 
     - timeout: `the test run was killed at the deadline before it finished; no TRX was judged`
     - exit code: `the test run exited with code 1; <detail of the TRX verdict below>`, or when the
       TRX passes: `the test run exited with code 1 but its TRX shows no failure (<pass detail>)`;
-      a negative code reads `was killed by signal 9`, None reads `ended without an exit code`.
+      a negative code reads `was killed by signal 9`, None reads `ended without an exit code`;
+      under MTP the code is named: `exited with code 8 (Microsoft.Testing.Platform: zero tests
+      ran)`.
       Counts, failing tests and `trx` come from the TRX when it parses.
     - missing: `no *.trx file in <dir>: dotnet test wrote no TRX (a project without
       <IsTestProject>true</IsTestProject> is skipped silently; a Microsoft.Testing.Platform
@@ -163,7 +175,7 @@ def judge_test_run(results_dir: Path, exit_code: int | None, timed_out: bool) ->
     if timed_out:
         return TestVerdict(False, "timeout", "the test run was killed at the deadline before it "
                            "finished; no TRX was judged")
-    verdict = _judge_trx(results_dir)
+    verdict = _judge_trx(results_dir, runner)
     if exit_code == 0:
         return verdict
     if exit_code is None:
@@ -172,12 +184,14 @@ def judge_test_run(results_dir: Path, exit_code: int | None, timed_out: bool) ->
         ended = f"the test run was killed by signal {-exit_code}"
     else:
         ended = f"the test run exited with code {exit_code}"
+        if runner == "mtp" and exit_code in MTP_EXIT:
+            ended += f" (Microsoft.Testing.Platform: {MTP_EXIT[exit_code]})"
     detail = (f"{ended} but its TRX shows no failure ({verdict.detail})" if verdict.passed
               else f"{ended}; {verdict.detail}")
     return replace(verdict, passed=False, reason="exit code", detail=detail)
 
 
-def _judge_trx(results_dir: Path) -> TestVerdict:
+def _judge_trx(results_dir: Path, runner: str) -> TestVerdict:
     found = sorted(results_dir.glob("*.trx"))
     if not found:
         return TestVerdict(False, "missing", f"no *.trx file in {results_dir}: dotnet test wrote "
@@ -194,28 +208,32 @@ def _judge_trx(results_dir: Path) -> TestVerdict:
         run = parse_trx(path)
     except TrxCorrupt as err:
         return TestVerdict(False, "corrupt", f"{path.name} is corrupt: {err.why}", trx=str(path))
-    reason, detail = _rule(path.name, run)
+    reason, detail = _rule(path.name, run, runner)
     return TestVerdict(
         reason == "passed", reason, detail, total=run.total, executed=run.executed,
         passed_count=run.passed, failed=run.failed, skipped=max(run.total - run.executed, 0),
         failing_tests=run.failing_tests, trx=str(path), skipped_tests=run.skipped_tests)
 
 
-def _rule(name: str, run: TrxRun) -> tuple[str, str]:
-    if run.mtp:
+def _rule(name: str, run: TrxRun, runner: str) -> tuple[str, str]:
+    if run.mtp and runner != "mtp":
         return "mtp", (
             f"{name} was written by Microsoft.Testing.Platform's TrxReport, not VSTest (outcome "
             f"{run.outcome}: {run.total} total, {run.passed} passed, {run.failed} failed): the "
             "test project uses Microsoft.Testing.Platform, where --logger trx is ignored; run it "
             "under VSTest (no <TestingPlatformDotnetTestSupport>true"
             "</TestingPlatformDotnetTestSupport>)")
-    if run.outcome != "Completed" or run.failed or run.failing_tests or run.error_infos:
+    # MTP's TRX of a run with no test says Failed (the exit code 8 as its error): zero tests.
+    empty = run.total == 0 and not run.failing_tests and runner == "mtp"
+    if not empty and (run.outcome != "Completed" or run.failed or run.failing_tests
+                      or run.error_infos):
         return "failed", f"{name}: {_failure(run)}"
     if run.total == 0:
-        return "zero tests", (
-            f"{name}: no tests were found (total 0); check that the project references a test "
-            "adapter (xunit.runner.visualstudio, MSTest.TestAdapter, NUnit3TestAdapter) and that "
-            "no --filter excludes every test")
+        check = ("the test application defines tests" if runner == "mtp" else
+                 "the project references a test adapter (xunit.runner.visualstudio, "
+                 "MSTest.TestAdapter, NUnit3TestAdapter)")
+        return "zero tests", (f"{name}: no tests were found (total 0); check that {check} and "
+                              "that no --filter excludes every test")
     if run.executed == 0 or "Passed" not in run.result_outcomes:
         return "skip-only", (f"{name}: every test was skipped ({run.total} total, "
                              f"{run.executed} executed, {run.passed} passed)")
