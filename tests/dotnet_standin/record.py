@@ -242,12 +242,13 @@ def one_answer(call: dict, warnings: list[str]) -> tuple[dict, str | None]:
     if len(trx) > 1:
         warnings.append(f"{shown}: {len(trx)} TRX files under --results-directory; only "
                         f"{trx[0]['path']} is kept")
-    logger = next((call["argv"][i + 1] for i, a in enumerate(call["argv"][:-1])
-                   if a == "--logger"), "")
-    wanted = re.search(r"LogFileName=([^;]+)", logger)
-    if wanted is None or Path(trx[0]["path"]) != Path(str(results)) / wanted.group(1):
+    after = {a: call["argv"][i + 1] for i, a in enumerate(call["argv"][:-1])}
+    wanted = re.search(r"LogFileName=([^;]+)", after.get("--logger", ""))
+    name = wanted.group(1) if wanted else after.get("--report-trx-filename")
+    if name is None or Path(trx[0]["path"]) != Path(str(results)) / name:
         raise RecordingError(f"{shown}: the TRX was written to {trx[0]['path']}; the stand-in "
-                             "writes it to --results-directory/<LogFileName>")
+                             "writes it to --results-directory/<LogFileName or "
+                             "--report-trx-filename>")
     return answer, substituted(trx[0]["text"], values, f"TRX of {shown}")
 
 
