@@ -456,13 +456,14 @@ def demo(directory: Path, executor: str) -> None:
     plan = prepare_demo(directory.resolve(), has_dotnet)
     home = resolve_dagster_home(plan.root)
     create_demo_delivery(plan, lambda: register_delivery(home, plan.delivery))
-    click.echo(f"demo harness root: {plan.root} (a git repo with the `all-pass` .NET 8 fixture)")
+    click.echo(f"demo harness root: {plan.root} (a git repo with the `{plan.fixture}` fixture, "
+               f"{plan.framework})")
     click.echo(f"delivery {plan.delivery} of quick-delivery; gate target-write approved by the "
                "demo; validation: " + plan.validation)
     if not has_dotnet:
         click.echo("note: `dotnet` is not on PATH, so this demo validates its documentation-only "
                    "change with docs-only; full validation (build with -warnaserror, dotnet test "
-                   "with TRX) needs the .NET 8 SDK on PATH")
+                   "with TRX) needs the .NET 10 SDK on PATH")
     server = start_replay(plan)
     os.environ.update(SPECOPS_REPLAY_URL=server.url, DAGSTER_HOME=str(home))
     try:
@@ -476,6 +477,14 @@ def demo(directory: Path, executor: str) -> None:
     for step in state.steps:
         for art, ref in step.handoff.items():
             click.echo(f"handoff {step.name}/{art}: {ref.path} (sha256 {ref.sha256[:12]}…)")
+        report = step.validation_report
+        if report is not None and report.mode in ("full", "docs-only→full"):
+            click.echo(f"validation {step.name}: {'passed' if report.passed else 'failed'} at "
+                       f"`{report.stage}` with SDK {report.sdk_version}: {report.message}")
+            for project in report.projects:
+                click.echo(f"  TRX {project.trx}: {project.total} total, {project.executed} "
+                           f"executed, {project.passed} passed, {project.failed} failed, "
+                           f"{project.skipped} skipped")
     click.echo(f"Dagster: DAGSTER_HOME={home}; the run log is in "
                f"{plan.root / 'phases' / plan.delivery / 'runs'}")
     dagster = Path(sys.executable).parent / "dagster"

@@ -2,13 +2,16 @@
 from a `dotnet_fixtures/` repository (a real git repo), starts the replay agent, creates a
 `quick-delivery` delivery and runs it through Dagster with the real codex CLI.
 
-Without `dotnet` on PATH the delivery validates `docs-only` (its change is documentation only)
-and says what full validation would need; nothing pretends a build ran.
+With a .NET 10 SDK on PATH the demo takes the `all-pass-net10` fixture (net10.0), with an older
+SDK the `all-pass` one (net8.0), and validates `full` for real. Without `dotnet` on PATH the
+delivery validates `docs-only` (its change is documentation only) and says what full validation
+would need; nothing pretends a build ran.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,10 +26,11 @@ from specops_dag.delivery.store import Store
 from specops_dag.gitflow import git_out
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
-FIXTURE = "all-pass"
+FIXTURE = "all-pass"  # net8.0; `all-pass-net10` where a .NET 10 SDK is installed
+FIXTURE_NET10 = "all-pass-net10"
 GITIGNORE = ".specops/\n.dagster_home/\nbin/\nobj/\n"
-AGENTS = ("# AGENTS.md\n\nThis repository is a small .NET 8 calculator used by the specops demo.\n"
-          "Keep changes small, TargetFramework net8.0, tests under tests/.\n")
+AGENTS = ("# AGENTS.md\n\nThis repository is a small .NET calculator used by the specops demo.\n"
+          "Keep changes small, TargetFramework {tfm}, tests under tests/.\n")
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,20 @@ class DemoPlan:
     root: Path
     delivery: str
     validation: str
+    fixture: str = FIXTURE
+
+    @property
+    def framework(self) -> str:
+        return "net10.0" if self.fixture == FIXTURE_NET10 else "net8.0"
+
+
+def demo_fixture(base: Path) -> str:
+    """`all-pass-net10` when `dotnet --list-sdks` lists a 10.0 or newer SDK, else `all-pass`."""
+    from specops_dag.process import run_process
+
+    listed = run_process(["dotnet", "--list-sdks"], cwd=base, deadline_s=60).stdout
+    majors = [int(m) for m in re.findall(r"^(\d+)\.\d+\.\d+", listed, re.MULTILINE)]
+    return FIXTURE_NET10 if majors and max(majors) >= 10 else FIXTURE
 
 
 def prepare_demo(base: Path, dotnet_available: bool) -> DemoPlan:
@@ -41,17 +59,19 @@ def prepare_demo(base: Path, dotnet_available: bool) -> DemoPlan:
     base.mkdir(parents=True, exist_ok=True)
     n = next(i for i in range(1, 10_000) if not (base / f"demo-{i}").exists())
     root = base / f"demo-{n}"
-    shutil.copytree(FIXTURES / FIXTURE, root)
+    fixture = demo_fixture(base) if dotnet_available else FIXTURE
+    shutil.copytree(FIXTURES / fixture, root)
     (root / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
     if not (root / "AGENTS.md").exists():
-        (root / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
+        tfm = "net10.0" if fixture == FIXTURE_NET10 else "net8.0"
+        (root / "AGENTS.md").write_text(AGENTS.format(tfm=tfm), encoding="utf-8")
     who = {"GIT_AUTHOR_NAME": "specops demo", "GIT_AUTHOR_EMAIL": "demo@specops.invalid",
            "GIT_COMMITTER_NAME": "specops demo", "GIT_COMMITTER_EMAIL": "demo@specops.invalid"}
     git_out(root, "init", "-q", "-b", "main")
     git_out(root, "add", "-A")
     git_out(root, "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "commit",
             "-q", "--no-verify", "-m", "demo fixture", env={**os.environ, **who})
-    return DemoPlan(root, f"demo-{n}", "full" if dotnet_available else "docs-only")
+    return DemoPlan(root, f"demo-{n}", "full" if dotnet_available else "docs-only", fixture)
 
 
 def create_demo_delivery(plan: DemoPlan, register: Callable[[], None]) -> None:

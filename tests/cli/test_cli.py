@@ -231,12 +231,12 @@ def test_demo_runs_a_quick_delivery_with_the_real_codex_cli_offline(
     root = tmp_path / "demo/demo-1"
     lines = result.stdout.splitlines()
     assert lines[:3] == [
-        f"demo harness root: {root} (a git repo with the `all-pass` .NET 8 fixture)",
+        f"demo harness root: {root} (a git repo with the `all-pass` fixture, net8.0)",
         "delivery demo-1 of quick-delivery; gate target-write approved by the demo; "
         "validation: docs-only",
         "note: `dotnet` is not on PATH, so this demo validates its documentation-only change "
         "with docs-only; full validation (build with -warnaserror, dotnet test with TRX) needs "
-        "the .NET 8 SDK on PATH"]
+        "the .NET 10 SDK on PATH"]
     assert "delivery demo-1  workflow quick-delivery  status completed" in lines
     state = json.loads((root / "phases/demo-1/index.json").read_text())
     assert [(s["name"], s["status"], s["attempts"]) for s in state["steps"]] == [
@@ -279,3 +279,32 @@ def test_demo_runs_a_quick_delivery_with_the_real_codex_cli_offline(
                        "verify": ["read", "write", "done"], "delivery": ["read", "write", "done"]}
     assert len({r["thread"] for r in requests}) == 3
     assert "handoff develop/changes: phases/demo-1/develop/develop/changes.md" in result.stdout
+
+
+@pytest.mark.dotnet
+@pytest.mark.e2e
+def test_demo_with_a_net10_sdk_validates_the_net10_fixture_for_real_and_prints_the_trx_totals(
+        tmp_path: Path, clean_env: dict[str, str]) -> None:
+    env = {k: v for k, v in clean_env.items() if k != "DAGSTER_HOME"}
+    result = specops(env, tmp_path, "demo", "--dir", str(tmp_path / "demo"),
+                     "--executor", "in_process")
+    assert result.returncode == 0, result.stdout + result.stderr
+    root = tmp_path / "demo/demo-1"
+    lines = result.stdout.splitlines()
+    assert lines[:2] == [
+        f"demo harness root: {root} (a git repo with the `all-pass-net10` fixture, net10.0)",
+        "delivery demo-1 of quick-delivery; gate target-write approved by the demo; "
+        "validation: full"]
+    state = json.loads((root / "phases/demo-1/index.json").read_text())
+    assert state["snapshot"]["target"]["framework"] == "net10.0"
+    develop = state["steps"][0]
+    report = develop["validation_report"]
+    assert (report["passed"], report["mode"], report["stage"], report["target"]) == (
+        True, "full", "test", "net10.0")
+    assert report["sdk_version"].startswith("10.")
+    assert [c["command"].split()[1] for c in report["commands"]][-1] == "test"
+    trx = report["projects"][0]["trx"]
+    assert Path(trx).is_file()
+    assert (f"validation develop: passed at `test` with SDK {report['sdk_version']}: 1 test "
+            "project(s): 2 of 2 tests executed, 2 passed, 0 skipped") in lines
+    assert f"  TRX {trx}: 2 total, 2 executed, 2 passed, 0 failed, 0 skipped" in lines

@@ -102,7 +102,7 @@ def test_a_wheel_install_runs_the_demo_from_an_empty_folder_and_installs_the_pin
     assert lines[:2] == [
         f"codex CLI not found: installing the pinned @openai/codex {VERSION} into {target} "
         "(npm ci, once per user)",
-        f"demo harness root: {root} (a git repo with the `all-pass` .NET 8 fixture)"]
+        f"demo harness root: {root} (a git repo with the `all-pass` fixture, net8.0)"]
     assert "delivery demo-1  workflow quick-delivery  status completed" in lines
     assert f"state: {root}/phases/demo-1/index.json" in lines
     assert "handoff develop/changes: phases/demo-1/develop/develop/changes.md" in result.stdout
