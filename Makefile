@@ -8,6 +8,7 @@ bench:
 	.venv/bin/python benchmarks/parallel_efficiency.py
 	.venv/bin/python benchmarks/git_chain.py
 	.venv/bin/python benchmarks/validation_overhead.py
+	.venv/bin/python benchmarks/validation_real_sdk.py
 	.venv/bin/python benchmarks/fanout_parallel.py
 
 test:
