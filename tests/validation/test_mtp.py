@@ -138,3 +138,20 @@ def test_a_vstest_project_under_the_mtp_runner_is_a_named_error(tmp_path: Path) 
         "xunit.v3 or MSTest with its runner): move the project to it, or remove test.runner "
         "from global.json")
     assert not any(c["command"].startswith("dotnet test") for c in report.commands)
+
+
+@pytest.mark.dotnet
+@pytest.mark.e2e
+def test_a_project_that_ignores_its_failing_exit_code_still_fails_by_its_trx(
+        tmp_path: Path) -> None:
+    root = copy_fixture(tmp_path, "mtp-net10")
+    tests = root / TEST_FILE
+    tests.write_text(tests.read_text().replace("Assert.Equal(5,", "Assert.Equal(4,"))
+    (root / "Directory.Build.props").write_text(
+        "<Project>\n  <PropertyGroup>\n    <TestingPlatformCommandLineArguments>--ignore-exit-code "
+        "2</TestingPlatformCommandLineArguments>\n  </PropertyGroup>\n</Project>\n")
+    report = validate_full(root, tmp_path / "logs")
+    assert (report.passed, report.stage, report.exit_code) == (False, "test", 0)  # ignored...
+    assert report.message == (  # ...but the TRX of the call says what happened
+        "tests/Calc.Tests/Calc.Tests.csproj: failed: results.trx: 1 of 2 executed tests failed: "
+        "Calc.Tests.CalculatorTests.Add_ReturnsSum")
