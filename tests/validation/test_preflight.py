@@ -105,14 +105,14 @@ def test_the_preflight_runs_once_per_base_commit_and_shows_in_status(tmp_path: P
     # attempt's validation only: the base commit's preflight is cached
     assert [s.split()[0] for s in sent[after_first:]] == [
         "restore", "--version", "msbuild", "msbuild", "restore", "build", "msbuild", "msbuild",
-        "test"]
+        "--list-runtimes", "test"]
     d1, d2 = (store.read(d).get_step("write") for d in ("d1", "d2"))
     assert (d1.preflight.cached, d2.preflight.cached) == (False, True)
     assert d1.preflight.commit == d2.preflight.commit == d1.base_commit
     status = subprocess.run([str(VENV_BIN / "specops"), "--root", str(store.root), "status",
                              "d2"], capture_output=True, text=True, timeout=60,
                             stdin=subprocess.DEVNULL)
-    assert (f"       preflight passed on {d1.base_commit[:12]} (judge absolute, SDK 8.0.404, "
+    assert (f"       preflight passed on {d1.base_commit[:12]} (judge absolute, SDK 10.0.401, "
             "cached): 1 test project(s): 2 of 2 tests executed, 2 passed, 0 skipped"
             ) in status.stdout.splitlines()
     as_json = subprocess.run([str(VENV_BIN / "specops"), "--root", str(store.root), "status",
@@ -220,9 +220,9 @@ def test_a_base_whose_sdk_is_not_installed_says_what_to_install_or_change(
     assert outcome.status == "environment"
     assert store.read("d1").get_step("write").blocked_reason == (
         "preflight: the base tree (the target folder) cannot pass `full` validation, so no agent "
-        "call was made: stage `sdk`: `dotnet --version` exited 145: no installed SDK matches "
+        "call was made: stage `sdk`: `dotnet --version` exited 155: no installed SDK matches "
         "global.json sdk.version 8.0.100, rollForward disable; target policy net8.0: an 8.0 SDK "
-        "or newer (auto: global.json pins SDK 8.0.100); installed SDKs: 8.0.404 "
+        "or newer (auto: global.json pins SDK 8.0.100); installed SDKs: 10.0.401 "
         "[/usr/share/dotnet/sdk]; fix: install an SDK that global.json accepts, or change its "
         "sdk.version or rollForward (e.g. {\"sdk\": {\"version\": \"8.0.100\", \"rollForward\": "
         "\"latestFeature\"}}); then `specops resume d1 write`")

@@ -1,5 +1,5 @@
 """The whole `full` validator against every fixture in dotnet_fixtures/, driven through the
-`dotnet` stand-in of tests/dotnet_standin/ (recorded answers of a real SDK 8.0.404). The test
+`dotnet` stand-in of tests/dotnet_standin/ (answers recorded from a real SDK 10.0.401). The test
 marked `dotnet` runs the same matrix against a real SDK when one is on PATH."""
 
 from __future__ import annotations
@@ -56,9 +56,9 @@ MATRIX = {
     "mtp": (False, "test", "tests/Calc.Tests/Calc.Tests.csproj runs on Microsoft.Testing."
             "Platform (TestingPlatformDotnetTestSupport=true): `dotnet test --logger trx` writes "
             "no VSTest TRX there; use the VSTest adapter for validation"),
-    "sdk-mismatch": (False, "sdk", "`dotnet --version` exited 145: no installed SDK matches "
+    "sdk-mismatch": (False, "sdk", "`dotnet --version` exited 155: no installed SDK matches "
                      "global.json sdk.version 8.0.100, rollForward disable; target policy net8.0: an 8.0 SDK "
-                     "or newer (auto: global.json pins SDK 8.0.100); installed SDKs: 8.0.404 "
+                     "or newer (auto: global.json pins SDK 8.0.100); installed SDKs: 10.0.401 "
                      "[/usr/share/dotnet/sdk]; fix: install an SDK that global.json accepts, or "
                      "change its sdk.version or rollForward (e.g. {{\"sdk\": {{\"version\": "
                      "\"8.0.100\", \"rollForward\": \"latestFeature\"}}}})"),
@@ -97,7 +97,7 @@ def test_a_passing_run_reports_counts_logs_and_commands_in_order(tmp_path: Path)
     sent = calls.read_text().splitlines()
     assert [line.split()[0] for line in sent] == [
         "--version", "msbuild", "msbuild", "restore", "build", "restore", "build", "msbuild",
-        "msbuild", "test"]
+        "msbuild", "--list-runtimes", "test"]
     assert sent[5].startswith("restore '{root}/tests/Calc.Tests/Calc.Tests.csproj'")
 
 
@@ -173,9 +173,9 @@ def test_a_real_sdk_gives_each_fixture_the_same_verdict(tmp_path: Path, name: st
     ("all-pass", 0, "validation `full` passed at stage `test`: 1 test project(s): 2 of 2 tests "
                     "executed, 2 passed, 0 skipped"),
     ("sdk-mismatch", 3, "validation `full` failed at stage `sdk`: `dotnet --version` exited "
-                        "145: no installed SDK matches global.json sdk.version 8.0.100, "
+                        "155: no installed SDK matches global.json sdk.version 8.0.100, "
                         "rollForward disable; target policy net8.0: an 8.0 SDK or newer (auto: "
-                        "global.json pins SDK 8.0.100); installed SDKs: 8.0.404 "
+                        "global.json pins SDK 8.0.100); installed SDKs: 10.0.401 "
                         "[/usr/share/dotnet/sdk]; fix: install an SDK that global.json accepts, "
                         "or change its sdk.version or rollForward (e.g. {\"sdk\": {\"version\": "
                         "\"8.0.100\", \"rollForward\": \"latestFeature\"}})"),

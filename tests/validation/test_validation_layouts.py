@@ -196,11 +196,11 @@ def test_regressions_are_new_failing_or_skipped_tests_and_fewer_executed_ones() 
 def test_the_report_is_evidence_sdk_commands_and_totals_per_test_project(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path, "failing-test")
     report = validate_full(root, tmp_path / "logs", env=standin_env("failing-test"))
-    assert report.sdk_version == "8.0.404"
+    assert report.sdk_version == "10.0.401"
     assert [(c["stage"], c["command"].split()[1], c["exit_code"]) for c in report.commands] == [
         ("sdk", "--version", 0), ("evaluation", "msbuild", 0), ("evaluation", "msbuild", 0),
         ("restore", "restore", 0), ("build", "build", 0), ("test", "msbuild", 0),
-        ("test", "msbuild", 0), ("test", "test", 1)]
+        ("test", "msbuild", 0), ("test", "--list-runtimes", 0), ("test", "test", 1)]
     assert all(c["duration_s"] > 0 for c in report.commands)
     (project,) = report.projects
     assert {k: project[k] for k in ("project", "total", "executed", "passed", "failed",
@@ -236,9 +236,10 @@ def specops_validate(root: Path, answers: str, *args: str) -> subprocess.Complet
 def test_specops_validate_json_carries_the_evidence(tmp_path: Path) -> None:
     root = copy_fixture(tmp_path, "failing-test")
     report = json.loads(specops_validate(root, "failing-test", "--json").stdout)
-    assert report["sdk_version"] == "8.0.404"
+    assert report["sdk_version"] == "10.0.401"
     assert [c["command"].split()[1] for c in report["commands"]] == [
-        "--version", "msbuild", "msbuild", "restore", "build", "msbuild", "msbuild", "test"]
+        "--version", "msbuild", "msbuild", "restore", "build", "msbuild", "msbuild",
+        "--list-runtimes", "test"]
     assert report["projects"][0]["failed_tests"] == [
         "Calc.Tests.CalculatorTests.Subtract_ReturnsDifference"]
 

@@ -114,6 +114,6 @@ def test_the_materialization_carries_a_blocking_validation_check_with_the_report
         assert evaluation.passed is True
         assert evaluation.metadata["stage"].value == "test"
         assert evaluation.metadata["passed_tests"].value == 2
-        assert evaluation.metadata["sdk_version"].value == "8.0.404"
+        assert evaluation.metadata["sdk_version"].value == "10.0.401"
         assert [c["stage"] for c in evaluation.metadata["commands"].value][-1] == "test"
         assert evaluation.metadata["projects"].value[0]["executed"] == 2
