@@ -59,19 +59,19 @@ def prepare_demo(base: Path, dotnet_available: bool) -> DemoPlan:
     base.mkdir(parents=True, exist_ok=True)
     n = next(i for i in range(1, 10_000) if not (base / f"demo-{i}").exists())
     root = base / f"demo-{n}"
-    fixture = demo_fixture(base) if dotnet_available else FIXTURE
-    shutil.copytree(FIXTURES / fixture, root)
+    plan = DemoPlan(root, f"demo-{n}", "full" if dotnet_available else "docs-only",
+                    demo_fixture(base) if dotnet_available else FIXTURE)
+    shutil.copytree(FIXTURES / plan.fixture, root)
     (root / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
     if not (root / "AGENTS.md").exists():
-        tfm = "net10.0" if fixture == FIXTURE_NET10 else "net8.0"
-        (root / "AGENTS.md").write_text(AGENTS.format(tfm=tfm), encoding="utf-8")
+        (root / "AGENTS.md").write_text(AGENTS.format(tfm=plan.framework), encoding="utf-8")
     who = {"GIT_AUTHOR_NAME": "specops demo", "GIT_AUTHOR_EMAIL": "demo@specops.invalid",
            "GIT_COMMITTER_NAME": "specops demo", "GIT_COMMITTER_EMAIL": "demo@specops.invalid"}
     git_out(root, "init", "-q", "-b", "main")
     git_out(root, "add", "-A")
     git_out(root, "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "commit",
             "-q", "--no-verify", "-m", "demo fixture", env={**os.environ, **who})
-    return DemoPlan(root, f"demo-{n}", "full" if dotnet_available else "docs-only", fixture)
+    return plan
 
 
 def create_demo_delivery(plan: DemoPlan, register: Callable[[], None]) -> None:
