@@ -206,20 +206,55 @@ def run_model(settings: AgentSettings) -> str | None:
     return settings.model or (REPLAY_MODEL if settings.replay_url else None)
 
 
+WRITE_PROFILE = "specops_write"
+
+
+def sandbox_args(sandbox: str, workdir: Path, add_dirs: tuple[Path, ...], network: bool,
+                 tmpdir: str | None = None) -> list[str]:
+    """The sandbox of one session. A writing session without network runs under a permission
+    profile: `/` read, the worktree, the extra roots, `/tmp` (and `$TMPDIR`) writable, the
+    worktree's `.git` and `.codex` read-only, and the network routed through codex's managed
+    proxy that allows no domain. `-s workspace-write` alone would deny bind/listen/connect on
+    every socket (codex's Restricted seccomp mode), so MSBuild's node pipes and `dotnet test`'s
+    testhost connection fail; the profile's proxy-routed mode lets local sockets and loopback
+    work in an isolated network namespace, and nothing leaves it. Read-only sessions and
+    sessions whose phase asks for network keep codex's `-s` modes."""
+    if sandbox != "workspace-write" or network:
+        argv = ["-s", sandbox]
+        if network and sandbox == "workspace-write":
+            argv += ["-c", "sandbox_workspace_write.network_access=true"]
+        for extra in add_dirs:
+            argv += ["--add-dir", str(extra)]
+        return argv
+    paths = {"/": "read", "/tmp": "write"}
+    if tmpdir:
+        paths[str(Path(tmpdir).resolve())] = "write"
+    for root in (workdir, *add_dirs):
+        paths[str(root)] = "write"
+    paths[str(workdir / ".git")] = "read"
+    paths[str(workdir / ".codex")] = "read"
+    filesystem = ", ".join(f"{toml_string(k)}={toml_string(v)}" for k, v in paths.items())
+    network_table = ("{enabled=true, domains={}, allow_local_binding=true, "
+                     "dangerously_allow_all_unix_sockets=true}")
+    return ["-c", f"permissions.{WRITE_PROFILE}={{filesystem={{{filesystem}}}, "
+                  f"network={network_table}}}",
+            "-c", f"default_permissions={toml_string(WRITE_PROFILE)}",
+            "-c", "features.network_proxy=true"]
+
+
 def codex_argv(codex_bin: str, *, sandbox: str, workdir: Path, last_message: Path,
                settings: AgentSettings, delivery: str, node: str, idle_timeout_s: int,
-               add_dirs: tuple[Path, ...] = (), network: bool = False) -> list[str]:
+               add_dirs: tuple[Path, ...] = (), network: bool = False,
+               tmpdir: str | None = None) -> list[str]:
     """The exact `codex exec` command line of one attempt; the prompt goes on stdin (`-`).
-    The product sends AGENTS.md itself, so codex's own injection of it is off; network inside
-    the sandbox only when the phase asks for it (`execution.network`)."""
-    argv = [codex_bin, "exec", "--json", "-s", sandbox, "-C", str(workdir), "-o", str(last_message),
+    The product sends AGENTS.md itself, so codex's own injection of it is off; the sandbox is
+    `sandbox_args`'s."""
+    argv = [codex_bin, "exec", "--json", *sandbox_args(sandbox, workdir, add_dirs, network,
+                                                       tmpdir),
+            "-C", str(workdir), "-o", str(last_message),
             "--skip-git-repo-check", *environment_policy(agent_excludes(settings)),
             "-c", "project_doc_max_bytes=0",
             "-c", "check_for_update_on_startup=false", *hook_overrides()]
-    if network and sandbox == "workspace-write":
-        argv += ["-c", "sandbox_workspace_write.network_access=true"]
-    for extra in add_dirs:
-        argv += ["--add-dir", str(extra)]
     if settings.replay_url:
         from specops_dag.agent.replay import (  # the replay server's module only when replaying
             provider_base_url,

@@ -15,6 +15,7 @@ from specops_dag.agent.codex import (
     find_codex,
     hook_overrides,
     hook_trust_hash,
+    sandbox_args,
 )
 from specops_dag.delivery.store import Store
 from specops_dag.errors import ToolMissing
@@ -36,8 +37,13 @@ def test_codex_argv_is_the_documented_command_line(tmp_path: Path) -> None:
     argv = codex_argv("/bin/codex", sandbox="workspace-write", workdir=tmp_path,
                       last_message=tmp_path / "last.txt", settings=settings, delivery="d1",
                       node="develop", idle_timeout_s=600)
+    profile = (f'permissions.specops_write={{filesystem={{"/"="read", "/tmp"="write", '
+               f'"{tmp_path}"="write", "{tmp_path}/.git"="read", "{tmp_path}/.codex"="read"}}, '
+               "network={enabled=true, domains={}, allow_local_binding=true, "
+               "dangerously_allow_all_unix_sockets=true}}")
     assert argv == [
-        "/bin/codex", "exec", "--json", "-s", "workspace-write", "-C", str(tmp_path),
+        "/bin/codex", "exec", "--json", "-c", profile, "-c", 'default_permissions="specops_write"',
+        "-c", "features.network_proxy=true", "-C", str(tmp_path),
         "-o", str(tmp_path / "last.txt"), "--skip-git-repo-check",
         "-c", 'shell_environment_policy.exclude=["*KEY*", "*SECRET*", "*TOKEN*", "*_API_KEY"]',
         "-c", "shell_environment_policy.ignore_default_excludes=false",
@@ -388,3 +394,19 @@ def test_the_replay_server_command_serves_a_scenario_on_loopback(tmp_path: Path)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_read_only_and_networked_sessions_keep_codexs_own_sandbox_modes(tmp_path: Path) -> None:
+    assert sandbox_args("read-only", tmp_path, (tmp_path / "n",), False) == [
+        "-s", "read-only", "--add-dir", str(tmp_path / "n")]
+    assert sandbox_args("workspace-write", tmp_path, (), True) == [
+        "-s", "workspace-write", "-c", "sandbox_workspace_write.network_access=true"]
+
+
+def test_the_writing_profile_adds_tmpdir_and_every_extra_root_as_writable(tmp_path: Path) -> None:
+    args = sandbox_args("workspace-write", tmp_path / "w", (tmp_path / "node",), False,
+                        tmpdir=str(tmp_path / "t"))
+    assert args[1].startswith(
+        f'permissions.specops_write={{filesystem={{"/"="read", "/tmp"="write", '
+        f'"{tmp_path}/t"="write", "{tmp_path}/w"="write", "{tmp_path}/node"="write", '
+        f'"{tmp_path}/w/.git"="read", "{tmp_path}/w/.codex"="read"}}, ')
