@@ -135,6 +135,32 @@ class IntegrityFinding(Model):
     waived: bool = False
 
 
+class ProofTest(Model):
+    """One test the step added or changed, and its outcome at the base and at the head."""
+
+    name: str  # as the head's TRX names it (`Ns.Class.Method`; `Class.Method` when none does)
+    path: str
+    line: int | None = None
+    change: Literal["added", "changed"]
+    base: Literal["failed", "did not compile", "passed", "skipped", "not run"]
+    head: Literal["failed", "passed", "skipped", "not run"]
+    waived: bool = False  # it passes at the base, and an approved risk names it
+
+
+class ProofRecord(Model):
+    """The fail-before, pass-after proof of a step's tests (`validation.proof.Proof` as data):
+    TRX paths relative to the harness root."""
+
+    base_commit: str
+    verdict: Literal["proven", "passes at base", "no test added or changed", "not finished"]
+    detail: str
+    tests: list[ProofTest] = []
+    compile_error: str | None = None  # the base's first error when it did not compile
+    base_trx: list[str] = []
+    head_trx: list[str] = []
+    duration_s: float = 0.0
+
+
 class AttemptRecord(Model):
     """How one attempt ended: its reason, the provider failures retried inside it, its time."""
 
@@ -389,6 +415,7 @@ class Step(Model):
     contract: ContractRecord | None = None  # its sprint contract (`execution.contract`)
     attempt_log: list[AttemptRecord] = []  # how each attempt ended, oldest first
     integrity: list[IntegrityFinding] = []  # the guard's findings on the last verified attempt
+    proof: ProofRecord | None = None  # the fail-before, pass-after proof of that attempt
     evidence: FileRef | None = None  # its evidence.json, written as it completed
 
 
@@ -519,7 +546,7 @@ class Delivery(Model):
         step.base_commit = step.validation_report = step.delivery_handoff = None
         step.result_commit = step.contract = None
         step.tasks, step.attempt_log, step.integrity = [], [], []
-        step.evidence = None
+        step.evidence = step.proof = None
         step.preparation = step.preflight = None
         step.started_at = step.completed_at = step.owner = None
         step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None

@@ -53,6 +53,7 @@ from specops_dag.delivery.model import (
     InfraRetry,
     IntegrityFinding,
     PreflightRecord,
+    ProofRecord,
     QaRecord,
     ReviewRecord,
     ReviewUsage,
@@ -66,6 +67,7 @@ from specops_dag.errors import ToolMissing
 from specops_dag.files import now_iso, redact, sha256_file, write_json_atomic
 from specops_dag.process import run_process
 from specops_dag.validation import ValidationReport, validate_attempt
+from specops_dag.validation.dotnet import DEADLINE_S
 from specops_dag.validation.preflight import Preflight, block_reason, cached_pass, run_preflight
 from specops_dag.validation.qa import QaReport, run_qa
 from specops_dag.workflow.catalog import Catalog
@@ -99,6 +101,7 @@ class AttemptResult:
     integrity: tuple[IntegrityFinding, ...] = ()  # the test-integrity guard's findings
     raises_risk: bool = False  # the agent's risk.md names what the guard found: a person decides
     infra: tuple[InfraRetry, ...] = ()  # sessions of this attempt the provider failed, retried
+    proof: ProofRecord | None = None  # the fail-before, pass-after proof of the step's tests
 
 
 def cache_dirs(store: Store) -> dict[str, Path]:
@@ -713,6 +716,7 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
                              "a product change and nothing outside phases/ and docs/phase/ "
                              f"changed since {(step.base_commit or '')[:12]}")
     config = layout_of(catalog, state, step)
+    started = time.monotonic()
     try:
         report = validate_attempt(step.validation, repo, delivery=state.phase,
                                   base_commit=step.base_commit, log_dir=folder / "validation",
@@ -730,6 +734,9 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
                 if report.logs else "")
         return AttemptResult(False, failure_summary(report.describe() + logs), validation=report)
     guarded = guard_tests(store, state, step, repo, report)
+    if guarded is not None and guarded.ok:
+        guarded = prove_tests(store, state, step, repo, guarded, config,
+                              DEADLINE_S - (time.monotonic() - started))
     if guarded is not None:
         return replace(guarded, handoff=handoff if guarded.ok else {})
     return AttemptResult(True, "", handoff, validation=report)
@@ -751,16 +758,55 @@ def guard_tests(store: Store, state: Delivery, step: Step, repo: Path,
         report.executed, report.skipped)
     kept, gone = integrity.waived(found, approved_risk_texts(store, state))
     records = tuple(IntegrityFinding(**f.as_dict(), waived=f in gone) for f in found)
+    passed = AttemptResult(True, "", validation=report, integrity=records)
     if not kept:
-        return AttemptResult(True, "", validation=report, integrity=records)
+        return passed
     risk = node_dir(store, state.phase, step.name) / RISK_FILE
     text = integrity.summary(kept, step.base_commit, state.phase, agent_path(risk, repo))
+    return unless_risk(store, state, step, passed, text, kept)
+
+
+def prove_tests(store: Store, state: Delivery, step: Step, repo: Path, guarded: AttemptResult,
+                config: ValidationConfig, deadline_s: float) -> AttemptResult:
+    """The fail-before, pass-after proof (issue 42 item 5), once the guard passed: the tests the
+    step added or changed must fail (or not compile) on its base commit and pass at its head,
+    within what is left of the validation's deadline. A test that passes at the base fails the
+    attempt unless a risk names it, as the guard's findings are waived."""
+    from specops_dag.validation import integrity, proof
+
+    assert guarded.validation is not None and step.base_commit is not None
+    folder = node_dir(store, state.phase, step.name)
+    done = proof.prove(repo, step.base_commit, guarded.validation,
+                       scratch=store.root.resolve() / proof.SCRATCH / f"{state.phase}-{step.name}",
+                       log_dir=folder / "validation" / "proof", env=step_env(store, state, step),
+                       config=config, deadline_s=deadline_s, shown_from=store.root.resolve())
+    found = {t.finding(step.base_commit): t for t in done.passing}
+    kept, gone = integrity.waived(list(found), approved_risk_texts(store, state))
+    result = replace(guarded, proof=ProofRecord.model_validate(
+        done.as_record({found[f].short for f in gone})))
+    if done.verdict == "not finished":
+        return replace(result, ok=False, summary=done.detail,
+                       environment=done.blame == "environment")
+    if not kept:
+        return result
+    text = proof.summary([found[f] for f in kept], step.base_commit, state.phase,
+                         agent_path(folder / RISK_FILE, repo))
+    return unless_risk(store, state, step, result, text, kept)
+
+
+def unless_risk(store: Store, state: Delivery, step: Step, result: AttemptResult, text: str,
+                kept: list) -> AttemptResult:
+    """`result` failed with `text`; when the agent's own risk.md names every one of `kept`
+    (findings no approved risk waived), the step waits for a person at the `risk` gate."""
+    from specops_dag.validation import integrity
+
+    risk = node_dir(store, state.phase, step.name) / RISK_FILE
     if risk.is_file() and not integrity.waived(kept, [risk.read_text(encoding="utf-8")])[0]:
-        return AttemptResult(False, f"{text}\nThe agent's {RISK_FILE} names every one: a person "
-                             f"decides with `specops approve {state.phase} risk` (or `--reject`), "
-                             f"then `specops resume {state.phase} {step.name}`", environment=True,
-                             validation=report, integrity=records, raises_risk=True)
-    return AttemptResult(False, text, validation=report, integrity=records)
+        return replace(result, ok=False, environment=True, raises_risk=True,
+                       summary=f"{text}\nThe agent's {RISK_FILE} names every one: a person "
+                       f"decides with `specops approve {state.phase} risk` (or `--reject`), "
+                       f"then `specops resume {state.phase} {step.name}`")
+    return replace(result, ok=False, summary=text)
 
 
 def approved_risk_texts(store: Store, state: Delivery) -> list[str]:

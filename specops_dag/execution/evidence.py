@@ -47,7 +47,9 @@ def build_evidence(store: Store, state: Delivery, step: Step, tree: Path,
         "validation": validation_of(step),
         "test_delta": test_delta(step),
         "integrity": [f.model_dump() for f in step.integrity],
-        "waivers": waivers(state) if any(f.waived for f in step.integrity) else [],
+        "proof": step.proof.model_dump() if step.proof is not None else None,
+        "waivers": waivers(state) if any(f.waived for f in step.integrity) or (
+            step.proof is not None and any(t.waived for t in step.proof.tests)) else [],
         "commits": {"base": step.base_commit, **{k: v for k, v in step.commits.items()
                                                 if k != "metadata"}},
         "diff": diff_stats(tree, step.base_commit, step.commits.get("product")),
@@ -246,12 +248,16 @@ def node_markdown(rec: dict) -> list[str]:
         lines.append(f"- sprint contract `{rec['contract']['path']}`: "
                      + ("agreed" if rec["contract"]["agreed"] else "not agreed")
                      + f", tests {', '.join(f'`{t}`' for t in rec['contract']['tests'])}")
+    lines += proof_markdown(rec.get("proof"))
     lines += ["", "### What was waived, and by whom", ""]
     waived = [f for f in rec["integrity"] if f["waived"]]
-    if not waived:
+    proven = [t for t in (rec.get("proof") or {}).get("tests", []) if t["waived"]]
+    if not waived and not proven:
         lines.append("- nothing")
     lines += [f"- `{f['path']}`{':' + str(f['line']) if f['line'] else ''} ({f['rule']}): "
               f"{f['change']}" for f in waived]
+    lines += [f"- `{t['path']}:{t['line']}` (passes-at-base): test `{t['name']}` passed at the "
+              "base" for t in proven]
     lines += [f"- {w['decision']} by {w['by'] or 'an unrecorded user'} at {w['at']}"
               + (f": “{w['note']}”" if w["note"] else "")
               + (f" (risks: {', '.join(w['risks'])})" if w["risks"] else "")
@@ -274,3 +280,19 @@ def node_markdown(rec: dict) -> list[str]:
                      + ", ".join(f"`{t}`" for t in agent["thread_ids"]))
     return lines + [""]
 
+
+def proof_markdown(proof: dict | None) -> list[str]:
+    """The fail-before, pass-after proof: each test at the base and at the head, and the TRX."""
+    if proof is None:
+        return []
+    lines = ["", "### Fail before, pass after", "",
+             f"- {proof['verdict']} ({proof['duration_s']:g} s): {proof['detail']}"]
+    lines += [f"  - `{t['name']}` ({t['change']}, `{t['path']}:{t['line']}`): {t['base']} at "
+              f"the base, {t['head']} at the head" + (" (waived)" if t["waived"] else "")
+              for t in proof["tests"]]
+    if proof["compile_error"]:
+        lines.append(f"- the base's first error: `{proof['compile_error']}`")
+    for side in ("base", "head"):
+        if proof[f"{side}_trx"] and proof["tests"]:
+            lines.append(f"- {side} TRX: " + ", ".join(f"`{t}`" for t in proof[f"{side}_trx"]))
+    return lines

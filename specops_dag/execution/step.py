@@ -554,7 +554,7 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
         if result.review is not None:
             step.reviews.append(result.review)
         if result.validation is not None:
-            step.integrity = list(result.integrity)
+            step.integrity, step.proof = list(result.integrity), result.proof
         if result.ok or result.raises_risk:
             for risk in risk_files(store.delivery_dir(delivery) / node):
                 path, digest = risk.relative_to(store.root).as_posix(), sha256_file(risk)

@@ -118,6 +118,39 @@ def parse_trx(path: Path) -> TrxRun:
                   mtp, skipped, passed)
 
 
+@dataclass(frozen=True)
+class MethodResult:
+    """One UnitTestResult with the test method it ran: `class_name` as the TRX's TestMethod
+    names it (`Ns.Class`, `Ns.Outer+Inner` for a nested class), `method` the method's own name
+    (no class, no data-row arguments), `outcome` the result's (Passed, Failed, NotExecuted…)."""
+
+    class_name: str
+    method: str
+    outcome: str
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.class_name}.{self.method}"
+
+
+def method_results(path: Path) -> tuple[MethodResult, ...]:
+    """Every result of the TRX at `path` joined by its testId with its <UnitTest>'s
+    <TestMethod className name>; a result whose test has no definition or no class is left out
+    (MSTest's inner data rows: their parent carries the outcome; MTP's class cleanup failures).
+    Raises `TrxCorrupt` as `parse_trx`."""
+    parse_trx(path)
+    root = ET.fromstring(path.read_bytes())
+    methods = {}
+    for test in root.iter(f"{{{NS}}}UnitTest"):
+        method = test.find(f"{{{NS}}}TestMethod")
+        if method is not None and test.get("id") and method.get("className"):
+            cls, name = method.get("className", ""), method.get("name", "")
+            name = name.removeprefix(f"{cls}.").split("(")[0].strip()
+            methods[test.get("id")] = (cls, name.rsplit(".", 1)[-1])
+    return tuple(MethodResult(*methods[r.get("testId")], r.get("outcome", ""))
+                 for r in root.iter(f"{{{NS}}}UnitTestResult") if r.get("testId") in methods)
+
+
 def _counters(path: Path, summary: ET.Element) -> tuple[int, int, int, int]:
     counters = summary.find(f"{{{NS}}}Counters")
     if counters is None:
