@@ -257,8 +257,8 @@ def _test(run: Run, project: Path) -> str | None:
 def _unfinished(run: Run, report: ValidationReport, base_commit: str,
                 tests: tuple[ProvenTest, ...]) -> Proof:
     timed_out = any(c["timed_out"] for c in run.commands) or "deadline ran out" in report.message
-    why = (f"the validation's {DEADLINE_S:g} s deadline, which the proof shares, ran out during "
-           f"`{report.stage}` at the base; make the build and the tests faster" if timed_out
+    why = (f"the validation's {DEADLINE_S:g} s deadline, which the proof shares, ran out at the "
+           f"base's `{report.stage}`; make the build and the tests faster" if timed_out
            else f"`{report.stage}` at the base: {report.message}")
     return Proof(base_commit, "not finished", f"fail-before proof: not finished: {why}", tests,
                  blame="attempt" if timed_out else report.blame)

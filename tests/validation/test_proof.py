@@ -15,7 +15,7 @@ import git
 import pytest
 
 from specops_dag.execution.step import run_step
-from specops_dag.validation.dotnet import validate_full
+from specops_dag.validation.dotnet import ValidationReport, validate_full
 from specops_dag.validation.proof import prove, select
 from specops_dag.workflow.model import ValidationConfig
 
@@ -87,6 +87,38 @@ def test_the_added_and_changed_tests_of_the_test_projects_are_picked_and_a_renam
     commit_all(root)
     assert select(root, base, [PROJECT]).delete == ()
     assert select(root, second, [PROJECT]).delete == ("tests/Calc.Tests/Theories.cs",)
+
+
+HEAD = ValidationReport(True, "full", "test", "passed", projects=({"project": PROJECT,
+                                                                     "trx": None},))
+
+
+def test_a_step_that_adds_or_changes_no_test_has_nothing_to_prove_and_makes_no_worktree(
+        tmp_path: Path) -> None:
+    root, base = committed_fixture(tmp_path)
+    edit(root, CALC, "=> a + b;", "=> b + a;")
+    proof = prove(root, base, HEAD, scratch=tmp_path / "scratch", log_dir=tmp_path / "logs",
+                  env=dict(os.environ), config=ValidationConfig())
+    assert (proof.verdict, proof.detail, proof.tests) == (
+        "no test added or changed", f"no test added or changed since {base[:12]}", ())
+    assert not (tmp_path / "scratch").exists() and not (tmp_path / "logs").exists()
+
+
+def test_a_proof_the_validation_left_no_time_is_not_finished_and_removes_its_worktree(
+        tmp_path: Path) -> None:
+    root, base = committed_fixture(tmp_path)
+    add_test(root, SUBTRACT)
+    scratch = tmp_path / "scratch" / "tree"
+    proof = prove(root, base, HEAD, scratch=scratch, log_dir=tmp_path / "logs",
+                  env=dict(os.environ), config=ValidationConfig(), deadline_s=0)
+    assert (proof.verdict, proof.blame) == ("not finished", "attempt")
+    assert proof.detail == (
+        "fail-before proof: not finished: the validation's 1800 s deadline, which the proof "
+        "shares, ran out at the base's `sdk`; make the build and the tests faster")
+    assert [(t.name, t.base, t.head) for t in proof.tests] == [
+        ("CalculatorTests.Subtract_ReturnsDifference", "not run", "not run")]
+    assert not scratch.exists()
+    assert git.Repo(root).git.worktree("list", "--porcelain").count("worktree ") == 1
 
 
 def proven(tmp_path: Path, root: Path, base: str) -> dict:

@@ -18,6 +18,7 @@ from specops_dag.validation.trx import (
     TrxCorrupt,
     TrxRun,
     judge_test_run,
+    method_results,
     parse_trx,
 )
 
@@ -141,6 +142,27 @@ def test_parse_trx_names_the_passed_tests_as_the_trx_does() -> None:
     assert parse_trx(DATA / "vstest-mstest-passed-single.trx").passed_tests == ("TestMethod1",)
     assert "SampleProject.xUnit.TestServiceTests.PassingTest" in parse_trx(
         DATA / "vstest-net8-xunit-failed-with-skip.trx").passed_tests
+
+
+def test_each_result_is_named_by_its_class_and_method_whatever_the_adapter_calls_the_test(
+        ) -> None:
+    def named(sample: str) -> list[tuple[str, str]]:
+        return [(r.full_name, r.outcome) for r in method_results(DATA / sample)]
+
+    # MSTest's testName is the bare method; xUnit's has the namespace and a theory row's data
+    assert named("vstest-mstest-passed-single.trx") == [("dummy_tests.DummyTest1.TestMethod1",
+                                                         "Passed")]
+    assert named("vstest-net8-xunit-failed-with-skip.trx")[:4] == [
+        ("SampleProject.xUnit.TestServiceTests.FailTest", "Failed"),
+        ("SampleProject.xUnit.TestServiceTests.SkipTest", "NotExecuted"),
+        ("SampleProject.xUnit.TestServiceTests.TestTheory", "Passed"),
+        ("SampleProject.xUnit.TestServiceTests.TestTheory", "Failed")]
+    # MTP names the method with its class; its class cleanup failures belong to no method
+    assert named("mtp-xunitv3-net8-failed.trx") == [
+        ("DotnetTests.XUnitV3Tests.FixtureTests.Failing_Test", "Failed"),
+        ("DotnetTests.XUnitV3Tests.FixtureTests.Passing_Test", "Passed")]
+    with pytest.raises(TrxCorrupt):
+        method_results(DATA / "derived-not-xml.trx")
 
 
 def test_skipped_tests_are_named_from_their_not_executed_results() -> None:
