@@ -505,7 +505,8 @@ def demo(directory: Path, executor: str) -> None:
 @click.option("--judge", type=click.Choice(["absolute", "regressions"]), default=None,
               help="Override `validation.judge` of PATH/workflow_defs/validation.yaml.")
 @click.option("--baseline", type=click.Path(dir_okay=False, exists=True, path_type=Path),
-              help="regressions: a base tree's `specops validate --json` report to compare with.")
+              help="A base tree's `specops validate --json` report to judge against "
+              "(regressions: its warnings and tests; absolute: its NuGetAudit advisories).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
 @fail_cleanly
 def validate(path: Path, mode: str, base: str, delivery: str, judge: str | None,

@@ -43,9 +43,8 @@ def audit_advice(keys: list[str]) -> str:
         return (f"NuGetAudit could not read vulnerability data ({shown}): the package source is "
                 "unreachable from here; allow the audit source, or set "
                 "`<NuGetAudit>false</NuGetAudit>` in Directory.Build.props")
-    return (f"NuGetAudit reports a vulnerable package ({shown}): update the package, suppress "
-            "the advisory with `<NuGetAuditSuppress Include=\"<advisory url>\" />`, or set "
-            "`validation.judge: regressions` so the base's advisories are its baseline")
+    return (f"NuGetAudit reports a vulnerable package ({shown}): update or remove the package, "
+            "or suppress the advisory with `<NuGetAuditSuppress Include=\"<advisory url>\" />`")
 
 
 def baseline_of(report: dict) -> dict:

@@ -216,11 +216,45 @@ def validate_full(root: Path, log_dir: Path, deadline_s: float = DEADLINE_S,
                                 "source in the repository: nothing to build or test (this is "
                                 "not a build success)", target_found=False)
     try:
-        for stage in (check_sdk, evaluate_projects, build_targets, run_tests):
+        for stage in (check_sdk, evaluate_projects, build_targets):
             stage(run, repo)
+        if run.config.judge == "absolute":
+            judge_advisories(run, baseline)
+        run_tests(run, repo)
     except StageFailed as failed:
         return failed.report
     return outcome_report(run, repo, baseline)
+
+
+def advisories(warnings: list[str] | tuple[str, ...]) -> list[str]:
+    """The NuGetAudit advisory warnings among `warnings` (keys as `bl.diagnostics` makes them)."""
+    return [w for w in warnings if re.search(r": warning (NU190[1-4]):", w)]
+
+
+def judge_advisories(run: Run, baseline: dict | None) -> None:
+    """Under `judge: absolute`: an advisory the base commit already had is noted, never charged;
+    one it did not have fails the restore stage (blame per `validation.nuget_audit`). Without a
+    baseline this tree is the base: its advisories are noted as the baseline."""
+    found = advisories(run.warnings)
+    if baseline is None:
+        if found:
+            run.notes.append(f"NuGetAudit: {len(found)} advisory warning(s) in the base tree, "
+                             f"its baseline (an attempt fails only for new ones): "
+                             f"{'; '.join(found[:bl.SHOWN])}")
+        return
+    before = set(advisories(baseline.get("warnings") or []))
+    base = (baseline.get("commit") or "")[:12] or "the base"
+    new = [w for w in found if w not in before]
+    old = [w for w in found if w in before]
+    if old:
+        run.notes.append(f"NuGetAudit: {len(old)} advisory warning(s) the base ({base}) already "
+                         f"had, not charged to this attempt: {'; '.join(old[:bl.SHOWN])}")
+    if new:
+        blame = "environment" if run.config.nuget_audit == "environment" else "attempt"
+        run.fail("restore", f"NuGetAudit: {len(new)} advisory warning(s) the base ({base}) did "
+                 f"not have: {'; '.join(new[:bl.SHOWN])}: update or remove the package, or "
+                 "suppress the advisory with `<NuGetAuditSuppress Include=\"<advisory url>\" />`",
+                 blame=blame)
 
 
 def check_sdk(run: Run, repo: Repo) -> None:
@@ -413,8 +447,14 @@ def framework_problem(run: Run, repo: Repo, project: Path, tfms: set[str]) -> st
             f"exactly {target} (the target policy's framework; {policy.origin}){hint}")
 
 
+# NuGetAudit's advisories (NU1901–NU1904) stay warnings under -warnaserror: the base may already
+# have them, so they are judged against the base (`judge_advisories`), never by the build alone.
+ADVISORY_CODES = ("NU1901", "NU1902", "NU1903", "NU1904")
+STRICT = ["-warnaserror", "-warnNotAsError:" + ",".join(ADVISORY_CODES)]
+
+
 def build_argv(run: Run, stage: str, target: Path) -> list[str]:
-    strict = ["-warnaserror"] if run.config.judge == "absolute" else []
+    strict = STRICT if run.config.judge == "absolute" else []
     if stage == "restore":
         return ["restore", str(target), *COMMON, "-tl:off", *strict]
     return ["build", str(target), "--no-restore", "-c", run.config.configuration, *COMMON,

@@ -192,7 +192,8 @@ def test_the_executor_restores_before_the_first_attempt_into_caches_the_agent_ca
     assert outcome.status == "completed", outcome.message
     cache = root.resolve() / ".specops/cache"
     assert (tmp_path / "dotnet.log").read_text().splitlines() == [
-        "restore '{root}/Calc.sln' -nologo -nodeReuse:false -tl:off -warnaserror"]
+        "restore '{root}/Calc.sln' -nologo -nodeReuse:false -tl:off -warnaserror "
+        "-warnNotAsError:NU1901,NU1902,NU1903,NU1904"]
     step = store.read("d1").get_step("write")
     assert step.preparation == (
         f"restored by the executor before attempt 1 (NuGet packages in {cache}/nuget-packages, "
@@ -223,7 +224,7 @@ def test_a_failed_restore_blocks_the_step_before_any_agent_call(
     answers.write_text(
         "answers:\n"
         "  - argv: [restore, '{root}/Calc.sln', -nologo, '-nodeReuse:false', '-tl:off', "
-        "-warnaserror]\n"
+        "-warnaserror, '-warnNotAsError:NU1901,NU1902,NU1903,NU1904']\n"
         "    stdout: |\n"
         "      {root}/src/Calc/Calc.csproj : error NU1301: Unable to load the service index "
         "for source https://api.nuget.org/v3/index.json.\n"

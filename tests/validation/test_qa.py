@@ -107,9 +107,11 @@ def test_qa_runs_the_generators_work_in_a_throwaway_worktree_and_every_probe_pas
     assert (snapshot.tree / "src/TodoApi/NOTES.md").data_stream.read() == b"the generator's new file\n"
     assert (snapshot.tree / "src/TodoApi/TodoStore.cs").data_stream.read().endswith(b"// reviewed\n")
     assert log.read_text().splitlines() == [
-        "restore '{root}/TodoApi.sln' -nologo -nodeReuse:false -tl:off -warnaserror",
+        "restore '{root}/TodoApi.sln' -nologo -nodeReuse:false -tl:off -warnaserror "
+        "-warnNotAsError:NU1901,NU1902,NU1903,NU1904",
         "build '{root}/TodoApi.sln' --no-restore -c Release -nologo -nodeReuse:false -tl:off "
-        "-warnaserror --no-incremental -p:UseSharedCompilation=false",
+        "-warnaserror -warnNotAsError:NU1901,NU1902,NU1903,NU1904 --no-incremental "
+        "-p:UseSharedCompilation=false",
         "run --project '{root}/src/TodoApi/TodoApi.csproj' --no-build -c Release "
         "--no-launch-profile -- --urls '{urls}'"]
     assert evidence(tmp_path, "probe-create.request.txt") == (
@@ -195,7 +197,8 @@ def test_the_whole_qa_deadline_kills_an_application_that_outlives_it(tmp_path: P
 RUN_ARGV = ("[run, --project, '{root}/src/TodoApi/TodoApi.csproj', --no-build, -c, Release, "
             "--no-launch-profile, --, --urls, '{urls}']")
 BUILD_ARGV = ("[build, '{root}/TodoApi.sln', --no-restore, -c, Release, -nologo, "
-              "'-nodeReuse:false', '-tl:off', -warnaserror, --no-incremental, "
+              "'-nodeReuse:false', '-tl:off', -warnaserror, "
+              "'-warnNotAsError:NU1901,NU1902,NU1903,NU1904', --no-incremental, "
               "'-p:UseSharedCompilation=false']")
 
 
