@@ -685,10 +685,10 @@ def sandbox_denials(codex_home: Path, thread_id: str | None) -> list[str]:
 
 
 def baseline_for(store: Store, step: Step, config: ValidationConfig) -> dict | None:
-    """Under `judge: regressions`: the step's preflight, else the cached pass of its base commit
-    (a run killed after its preflight), else an empty baseline — strict, never unchecked."""
-    if config.judge != "regressions":
-        return None
+    """What an attempt is judged against (under `judge: regressions` its warnings and tests,
+    under `absolute` its NuGetAudit advisories): the step's preflight, else the cached pass of
+    its base commit (a run killed after its preflight), else an empty baseline — strict, never
+    unchecked."""
     if step.preflight is not None:
         return step.preflight.model_dump()
     return cached_pass(preflight_cache(store), step.base_commit, config) or {}
