@@ -67,7 +67,7 @@ from specops_dag.errors import ToolMissing
 from specops_dag.files import now_iso, redact, sha256_file, write_json_atomic
 from specops_dag.process import run_process
 from specops_dag.validation import ValidationReport, validate_attempt
-from specops_dag.validation.dotnet import DEADLINE_S
+from specops_dag.validation.dotnet import DEADLINE_S, UNSERVED
 from specops_dag.validation.preflight import Preflight, block_reason, cached_pass, run_preflight
 from specops_dag.validation.qa import QaReport, run_qa
 from specops_dag.workflow.catalog import Catalog
@@ -732,7 +732,8 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
     if not report.passed:
         logs = (f"\nvalidation logs: {agent_path(folder / 'validation', repo)}/"
                 if report.logs else "")
-        return AttemptResult(False, failure_summary(report.describe() + logs), validation=report)
+        return AttemptResult(False, failure_summary(report.describe() + unserved_advice(
+            report, agent_path(folder / RISK_FILE, repo)) + logs), validation=report)
     guarded = guard_tests(store, state, step, repo, report)
     if guarded is not None and guarded.ok:
         guarded = prove_tests(store, state, step, repo, guarded, config,
@@ -740,6 +741,15 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
     if guarded is not None:
         return replace(guarded, handoff=handoff if guarded.ok else {})
     return AttemptResult(True, "", handoff, validation=report)
+
+
+def unserved_advice(report: ValidationReport, risk: str) -> str:
+    """What the agent does when restore failed on packages the source does not serve."""
+    if report.stage != "restore" or UNSERVED not in report.message:
+        return ""
+    return ("\nRemove those package references and do the work with what the repository and the "
+            "framework already have. If it cannot be done without one, do what you can and write "
+            f"{risk} naming the package and what it was for: a person decides at the `risk` gate.")
 
 
 def guard_tests(store: Store, state: Delivery, step: Step, repo: Path,

@@ -60,6 +60,12 @@ INSTALL_HINT = ("the .NET SDK (`dotnet`) is not installed or not on PATH: instal
 # NuGet's NU1603 ("… depends on P (>= W) but P W was not found. P G was resolved instead.")
 NU1603 = re.compile(r"error NU1603: \S+ depends on (\S+) \(>= ([^)\s]+)\) but \S+ \S+ was not "
                     r"found\. \S+ (\S+) was resolved instead")
+# A package reference the package source cannot satisfy: no such id, no such version.
+NU1101 = re.compile(r"error NU1101: Unable to find package (\S+)\. No packages exist with this id")
+NU1102 = re.compile(r"error NU1102: Unable to find package (\S+) with version \(([^)]+)\)"
+                    r"(?:\s*\[[^\]]*\])?\s*\n[^\n]*?error NU1102:\s+- Found \d+ version\(s\) in "
+                    r"\S+ \[ Nearest version: ([^\]\s]+) \]")
+UNSERVED = "the package source does not serve"
 RUNTIME = re.compile(r"^Microsoft\.NETCore\.App (\d+)\.(\d+)\.\S+", re.MULTILINE)
 # Verdicts a regressions judge compares with the baseline; the others are broken runs.
 COMPARABLE = ("passed", "failed", "skip-only", "zero tests", "exit code")
@@ -494,10 +500,23 @@ def build_failure(run: Run, stage: str, target: Path, args: list[str],
                     f"so NuGet took the next one ({pins}): reference the version it took (or "
                     "another the source serves), or add NU1603 to the project's "
                     "WarningsNotAsErrors")
+    unserved = unserved_packages(result.stdout)
+    if unserved:
+        message += (f"; {UNSERVED} {', '.join(unserved)}: agent sessions have no network, so "
+                    "only packages the source serves can be used")
     if bl.audit_only([code for code, _ in found]):
         message += f"; {bl.audit_advice([key for _, key in found])}"
         blame = "environment" if run.config.nuget_audit == "environment" else "attempt"
     run.fail(stage, message, "dotnet " + " ".join(args), result, blame=blame)
+
+
+def unserved_packages(output: str) -> list[str]:
+    """Each package reference restore could not satisfy (NU1101 no such id, NU1102 no such
+    version), once, as `id (why)`."""
+    found = [f"{pkg} (NU1101: no package with this id)" for pkg in NU1101.findall(output)]
+    found += [f"{pkg} {wanted} (NU1102: no such version; nearest {nearest})"
+              for pkg, wanted, nearest in NU1102.findall(output)]
+    return list(dict.fromkeys(found))
 
 
 def restore_worktree(root: Path, log_dir: Path, env: dict[str, str],
