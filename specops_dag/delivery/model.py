@@ -309,6 +309,7 @@ class QaRecord(Record):
     url: str | None = None
     evidence: str | None = None
     duration_s: float = 0.0
+    notes: list[str] = []  # how the application was run, e.g. on a newer runtime
     checks: list[QaCheckRecord] = []
 
 

@@ -455,7 +455,8 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
         goal += ("\nScore the build against the agreed sprint contract (READ): what it says "
                  "it builds is built, and every test it names exists, runs and passes.")
     skills = [line.removeprefix("- ") for line in skill_lines(store.root, state, phase_id, repo)]
-    qa = qa_stage(store, state, step, settings, phase, repo, round_no)
+    qa = qa_stage(store, state, step, settings, phase, repo, round_no,
+                  layout_of(catalog, state, step))
     if qa is not None and qa.status == "skipped" and phase.execution.qa.required:
         reason = (f"review round {round_no}: QA against the running application is required by "
                   f"phase `{phase_id}` (qa.required) but was skipped: {qa.reason}; no evaluator "
@@ -527,7 +528,7 @@ def judge_with_qa(record: ReviewRecord, qa: QaReport | None, root: Path, repo: P
 
 
 def qa_stage(store: Store, state: Delivery, step: Step, settings: AgentSettings, phase: Phase,
-             repo: Path, round_no: int) -> QaReport | None:
+             repo: Path, round_no: int, config: ValidationConfig) -> QaReport | None:
     """The phase's `qa:` against the generator's work, before the evaluator's session; its
     evidence beside the round's report (`reviews/<node>-rN-qa/`)."""
     if phase.execution.qa is None:
@@ -538,7 +539,8 @@ def qa_stage(store: Store, state: Delivery, step: Step, settings: AgentSettings,
     return run_qa(phase.execution.qa, repo=repo, git_target=bool(state.worktree),
                   root=store.root, evidence=folder / "reviews" / f"{step.name}-r{round_no}-qa",
                   label=f"{state.phase}-{step.name}-r{round_no}",
-                  env={k: v for k, v in env.items() if v not in secrets}, secrets=secrets)
+                  env={k: v for k, v in env.items() if v not in secrets}, secrets=secrets,
+                  config=config)
 
 
 def qa_read_lines(evidence: Path, qa: QaReport, repo: Path) -> list[str]:

@@ -549,7 +549,9 @@ def build_worktree(root: Path, log_dir: Path, env: dict[str, str],
         build_targets(run, repo)
     except StageFailed as failed:
         return failed.report
-    return ValidationReport(True, "build", "build", "restored and built", logs=tuple(run.logs))
+    target = run.policy.framework if isinstance(run.policy, TargetPolicy) else None
+    return ValidationReport(True, "build", "build", "restored and built", logs=tuple(run.logs),
+                            target=target)
 
 
 def find_tests(run: Run, repo: Repo) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -29,9 +30,11 @@ from specops_dag.validation.dotnet import (
     dotnet_env,
     validate_full,
 )
-from specops_dag.workflow.model import Qa, QaPage, QaProbe
+from specops_dag.workflow.model import Qa, QaPage, QaProbe, ValidationConfig
 
 QA_ROOT = ".specops/qa"
+TFM_LINE = re.compile(r"net(\d+)\.(\d+)")
+ASPNET_RUNTIME = re.compile(r"^Microsoft\.AspNetCore\.App (\d+)\.(\d+)\.\S+", re.MULTILINE)
 WEB_SDK = 'sdk="microsoft.net.sdk.web"'
 PROBE_TIMEOUT_S = 30.0
 POLL_S = 0.2
@@ -64,10 +67,12 @@ class QaReport:
     evidence: str | None = None  # the evidence folder, relative to the harness root
     checks: tuple[QaCheck, ...] = ()
     duration_s: float = 0.0
+    notes: tuple[str, ...] = ()  # how the application was run, e.g. on a newer runtime
     logs: tuple[str, ...] = field(default=())
 
     def as_record(self) -> dict:
         record = {k: v for k, v in self.__dict__.items() if k not in ("checks", "logs")}
+        record["notes"] = list(self.notes)
         record["checks"] = [dict(c.__dict__, files=list(c.files)) for c in self.checks]
         return record
 
@@ -81,6 +86,8 @@ class _Run:
     env: dict[str, str]
     secrets: list[str]
     deadline: float
+    config: ValidationConfig = field(default_factory=ValidationConfig)
+    framework: str | None = None  # the target policy's framework the build was checked against
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -100,14 +107,16 @@ class _Run:
 
 
 def run_qa(qa: Qa, *, repo: Path, git_target: bool, root: Path, evidence: Path, label: str,
-           env: dict[str, str], secrets: list[str]) -> QaReport:
+           env: dict[str, str], secrets: list[str],
+           config: ValidationConfig | None = None) -> QaReport:
     """Run the `qa:` block against the generator's work in `repo` (the product worktree, which
     stays untouched); write the evidence into `evidence` (replacing a stale one)."""
     started = time.monotonic()
     if evidence.exists():
         shutil.rmtree(evidence)
     evidence.mkdir(parents=True)
-    run = _Run(qa, repo, evidence, root, env, secrets, started + qa.deadline_s)
+    run = _Run(qa, repo, evidence, root, env, secrets, started + qa.deadline_s,
+               config or ValidationConfig())
     report = _qa(run, repo, git_target, root / QA_ROOT / label)
     report = replace(report, evidence=run.shown(evidence) + "/",
                      duration_s=round(time.monotonic() - started, 3))
@@ -183,12 +192,14 @@ def _exercise(run: _Run) -> QaReport:
     built = _build(run)
     if built is not None:
         return built
+    rolled, notes = roll_forward(run)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     argv = ["dotnet", "run", "--project", str(project), "--no-build", "-c", CONFIGURATION,
             "--no-launch-profile", "--", "--urls", url]
     with Background(argv, cwd=run.worktree, deadline_s=max(run.remaining(), 1.0),
-                    env=app_env(run.env, run.qa), stdout_path=run.evidence / "app.out.txt",
+                    env={**app_env(run.env, run.qa), **rolled},
+                    stdout_path=run.evidence / "app.out.txt",
                     stderr_path=run.evidence / "app.err.txt") as app:
         startup, left = run.qa.startup_timeout_s, run.remaining()
         limit = (f"within {startup} s (qa.startup_timeout_s)" if startup <= left else
@@ -202,19 +213,46 @@ def _exercise(run: _Run) -> QaReport:
         run.save(name, text)
     if problem:
         return QaReport("failed", f"{problem}; its output: {run.here('app.out.txt')}", "start",
-                        url=url)
-    return verdict(checks, url)
+                        url=url, notes=notes)
+    return replace(verdict(checks, url), notes=notes)
+
+
+def roll_forward(run: _Run) -> tuple[dict[str, str], tuple[str, ...]]:
+    """`dotnet run` of a target whose ASP.NET Core runtime line is not installed: with
+    `validation.target.newer_runtime` and a newer line installed, DOTNET_ROLL_FORWARD=Major and
+    a note saying so (as the validation's tests do); otherwise nothing, and an application that
+    cannot start says why in its own output."""
+    line = TFM_LINE.fullmatch(run.framework or "")
+    if line is None or not run.config.target.newer_runtime:
+        return {}, ()
+    wanted = (int(line[1]), int(line[2]))
+    result = run_process(["dotnet", "--list-runtimes"], cwd=run.worktree,
+                         deadline_s=max(min(run.remaining(), 60.0), 1.0),
+                         env=dotnet_env({k: v for k, v in run.env.items()
+                                         if not k.startswith("SPECOPS_")}))
+    lines = {(int(a), int(b)) for a, b in ASPNET_RUNTIME.findall(result.stdout)}
+    if result.exit_code != 0 or wanted in lines or not any(ln > wanted for ln in lines):
+        return {}, ()
+    listed = "; ".join(ln for ln in result.stdout.splitlines()
+                       if ln.startswith("Microsoft.AspNetCore.App "))
+    return {"DOTNET_ROLL_FORWARD": "Major"}, (
+        f"no ASP.NET Core {wanted[0]}.{wanted[1]} runtime is installed, so the {run.framework} "
+        "application ran on the newest installed one (DOTNET_ROLL_FORWARD=Major, "
+        f"validation.target.newer_runtime); installed: {listed}",)
 
 
 def _build(run: _Run) -> QaReport | None:
     logs = run.evidence / "validation"
     if run.qa.tests:
-        report = validate_full(run.worktree, logs, max(run.remaining(), 1.0), run.env)
+        report = validate_full(run.worktree, logs, max(run.remaining(), 1.0), run.env,
+                               run.config)
         stage = "tests"
     else:
-        report = build_worktree(run.worktree, logs, run.env, max(run.remaining(), 1.0))
+        report = build_worktree(run.worktree, logs, run.env, max(run.remaining(), 1.0),
+                                run.config)
         stage = "build"
     if report.passed:
+        run.framework = report.target
         return None
     return QaReport("failed", f"{'the validation' if run.qa.tests else 'restore and build'} of "
                     f"the generator's work failed at `{report.stage}`: {report.message}; logs in "
@@ -374,6 +412,7 @@ def describe(report: QaReport, folder: Path) -> str:
         lines.append(f"- application URL: {report.url} (its output: app.out.txt, app.err.txt)")
     if report.logs:
         lines.append("- build and test logs: validation/")
+    lines += [f"- note: {n}" for n in report.notes]
     if report.checks:
         lines += ["", "## Checks", ""]
         lines += [f"- {c.status.upper()} {c.kind} `{c.id}`: {c.detail}"

@@ -18,7 +18,7 @@ import pytest
 from specops_dag.errors import DefinitionError
 from specops_dag.validation.qa import NO_SDK, run_qa
 from specops_dag.workflow.catalog import load_catalog
-from specops_dag.workflow.model import Qa
+from specops_dag.workflow.model import Qa, ValidationConfig
 
 from ..support.dotnet import STANDIN, path_without_dotnet
 from ..support.git import WHO as HARNESS_WHO
@@ -62,13 +62,14 @@ def qa_of(**fields: object) -> Qa:
     return Qa.model_validate({"startup_timeout_s": 20, "deadline_s": 120, **fields})
 
 
-def run(tmp_path: Path, qa: Qa, env: dict[str, str], fixture: Path = FIXTURE):
+def run(tmp_path: Path, qa: Qa, env: dict[str, str], fixture: Path = FIXTURE,
+        config: ValidationConfig | None = None):
     repo = product_repo(tmp_path, fixture)
     before = (git.Repo(repo).git.status("--porcelain"), git.Repo(repo).head.commit.hexsha,
               (repo / "src/TodoApi/TodoStore.cs").read_text())
     report = run_qa(qa, repo=repo, git_target=True, root=tmp_path, label="d1-build-r1",
                     evidence=tmp_path / "phases/d1/build/reviews/build-r1-qa", env=env,
-                    secrets=[])
+                    secrets=[], config=config)
     after = (git.Repo(repo).git.status("--porcelain"), git.Repo(repo).head.commit.hexsha,
              (repo / "src/TodoApi/TodoStore.cs").read_text())
     assert after == before  # the product worktree is untouched
@@ -112,6 +113,7 @@ def test_qa_runs_the_generators_work_in_a_throwaway_worktree_and_every_probe_pas
         "build '{root}/TodoApi.sln' --no-restore -c Release -nologo -nodeReuse:false -tl:off "
         "-warnaserror -warnNotAsError:NU1901,NU1902,NU1903,NU1904 --no-incremental "
         "-p:UseSharedCompilation=false",
+        "--list-runtimes",
         "run --project '{root}/src/TodoApi/TodoApi.csproj' --no-build -c Release "
         "--no-launch-profile -- --urls '{urls}'"]
     assert evidence(tmp_path, "probe-create.request.txt") == (
@@ -323,7 +325,7 @@ def test_with_tests_qa_runs_the_whole_validation_in_its_worktree_first(tmp_path:
     assert report.status == "passed", report.reason
     sent = [line.split(" ", 1)[0] for line in log.read_text().splitlines()]
     assert sent == ["--version", "msbuild", "msbuild", "restore", "build", "msbuild", "msbuild",
-                    "test", "run"]
+                    "test", "--list-runtimes", "run"]
     trx = list((tmp_path / "phases/d1/build/reviews/build-r1-qa/validation").glob("trx-*/results.trx"))
     assert len(trx) == 1
     assert_nothing_left(tmp_path, repo, report.url)
@@ -773,3 +775,29 @@ def test_a_failed_qa_is_added_to_the_evaluators_own_block_and_its_scores_reach_t
         "Fix every finding in the report that applies to your work, keep the validation green, "
         f"then finish the step as before; the next review round evaluates the code afresh.\n"
         f"{qa_failure}")
+
+
+@pytest.mark.dotnet
+def test_a_real_sdk_runs_a_net8_application_on_the_newer_runtime_the_policy_allows(
+        tmp_path: Path) -> None:
+    repo, report = run(tmp_path, qa_of(startup_timeout_s=120, deadline_s=900, probes=PROBES),
+                       dict(os.environ))
+    assert report.status == "passed", report.reason
+    assert report.notes[0].startswith(
+        "no ASP.NET Core 8.0 runtime is installed, so the net8.0 application ran on the newest "
+        "installed one (DOTNET_ROLL_FORWARD=Major, validation.target.newer_runtime); installed: "
+        "Microsoft.AspNetCore.App 10.0.")
+    assert f"- note: {report.notes[0]}" in evidence(tmp_path, "qa.md")
+    assert_nothing_left(tmp_path, repo, report.url)
+
+
+@pytest.mark.dotnet
+def test_without_newer_runtime_a_net8_application_does_not_start_and_qa_says_why(
+        tmp_path: Path) -> None:
+    config = ValidationConfig.model_validate({"target": {"newer_runtime": False}})
+    repo, report = run(tmp_path, qa_of(startup_timeout_s=120, deadline_s=900, probes=PROBES[:1]),
+                       dict(os.environ), config=config)
+    assert (report.status, report.stage, report.notes) == ("failed", "start", ())
+    assert "You must install or update .NET to run this application." in evidence(
+        tmp_path, "app.out.txt") + evidence(tmp_path, "app.err.txt")
+    assert_nothing_left(tmp_path, repo, report.url)
