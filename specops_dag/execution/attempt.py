@@ -710,13 +710,14 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
         elif art.required:
             missing.append(f"`{art.id}` ({agent_path(path, repo)})")
     if missing:
-        return AttemptResult(False, "exit 0 but required artifacts are missing: "
-                             + ", ".join(missing))
+        return stopped_with_risk(store, state, step, AttemptResult(
+            False, "exit 0 but required artifacts are missing: " + ", ".join(missing)))
     if (phase.execution.expects_product_change and step.validation != "docs-only"
             and state.worktree and not gitflow.product_changes(repo, since=step.base_commit)):
-        return AttemptResult(False, "exit 0 but the product did not change: the phase expects "
-                             "a product change and nothing outside phases/ and docs/phase/ "
-                             f"changed since {(step.base_commit or '')[:12]}")
+        return stopped_with_risk(store, state, step, AttemptResult(
+            False, "exit 0 but the product did not change: the phase expects a product change "
+            "and nothing outside phases/ and docs/phase/ changed since "
+            f"{(step.base_commit or '')[:12]}"))
     config = layout_of(catalog, state, step)
     started = time.monotonic()
     try:
@@ -743,6 +744,37 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
     if guarded is not None:
         return replace(guarded, handoff=handoff if guarded.ok else {})
     return AttemptResult(True, "", handoff, validation=report)
+
+
+def risk_files(folder: Path) -> list[Path]:
+    """The risk files an agent of this node wrote: the node folder's, then each fan-out task
+    folder's in name order (a task session's RISK line names its own folder's). A link is not
+    one: what a person decides is the file itself."""
+    found = [folder / RISK_FILE, *sorted((folder / "tasks").glob(f"*/{RISK_FILE}"))]
+    return [f for f in found if f.is_file() and not f.is_symlink()]
+
+
+def already_decided(state: Delivery, path: str, sha256: str) -> bool:
+    """This risk file was raised before, with this very content, and a standing approval of the
+    `risk` gate covers it (the guard's waiver it gave): completing does not raise it again. A
+    file edited since is a risk no person has seen: it is raised again."""
+    return any(r.path == path and r.sha256 == sha256 for r in accepted_risks(state))
+
+
+def stopped_with_risk(store: Store, state: Delivery, step: Step,
+                      result: AttemptResult) -> AttemptResult:
+    """An attempt that did not do the work (`result`): when the agent wrote a risk file no
+    person has decided yet, it stopped as its RISK line says to, and the step waits for a person
+    at the `risk` gate with the risk recorded; otherwise `result` as it is."""
+    fresh = [r for r in risk_files(node_dir(store, state.phase, step.name))
+             if not already_decided(state, r.relative_to(store.root).as_posix(), sha256_file(r))]
+    if not fresh:
+        return result
+    named = ", ".join(r.relative_to(store.root).as_posix() for r in fresh)
+    return replace(result, environment=True, raises_risk=True, summary=(
+        f"the agent stopped and raised a risk ({named}): {result.summary}; a person decides "
+        f"with `specops approve {state.phase} risk` (or `--reject`), then `specops resume "
+        f"{state.phase} {step.name}`"))
 
 
 def unserved_advice(report: ValidationReport, risk: str) -> str:

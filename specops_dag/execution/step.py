@@ -30,8 +30,6 @@ from specops_dag.delivery.model import (
     ValidationRecord,
 )
 from specops_dag.delivery.queries import (
-    RISK_FILE,
-    accepted_risks,
     closed_gates,
     delivery_tokens,
     is_git_target,
@@ -43,7 +41,7 @@ from specops_dag.delivery.queries import (
 )
 from specops_dag.delivery.store import Store
 from specops_dag.errors import DefinitionError, SpecopsError, UsageError, WriteConflict
-from specops_dag.execution.attempt import AttemptResult, run_attempt
+from specops_dag.execution.attempt import AttemptResult, already_decided, risk_files, run_attempt
 from specops_dag.execution.evidence import write_evidence
 from specops_dag.execution.fanout import load_tasks, remove_task_trees
 from specops_dag.files import now_iso, sha256_file
@@ -463,21 +461,6 @@ def upstream_handoffs(state: Delivery, step: Step) -> dict[str, FileRef]:
     """Every handoff of every direct upstream step, keyed `<node>/<artifact>`, in needs order."""
     return {f"{n}/{art}": ref for n in step.needs
             for art, ref in state.get_step(n).handoff.items()}
-
-
-def risk_files(folder: Path) -> list[Path]:
-    """The risk files an agent of this node wrote: the node folder's, then each fan-out task
-    folder's in name order (a task session's RISK line names its own folder's). A link is not
-    one: what a person decides is the file itself."""
-    found = [folder / RISK_FILE, *sorted((folder / "tasks").glob(f"*/{RISK_FILE}"))]
-    return [f for f in found if f.is_file() and not f.is_symlink()]
-
-
-def already_decided(state: Delivery, path: str, sha256: str) -> bool:
-    """This risk file was raised before, with this very content, and a standing approval of the
-    `risk` gate covers it (the guard's waiver it gave): completing does not raise it again. A
-    file edited since is a risk no person has seen: it is raised again."""
-    return any(r.path == path and r.sha256 == sha256 for r in accepted_risks(state))
 
 
 def reason_of(result: AttemptResult) -> str:

@@ -13,7 +13,7 @@ import pytest
 from specops_dag.agent.codex import codex_argv
 from specops_dag.agent.prompt import preview
 from specops_dag.delivery import gates
-from specops_dag.delivery.lifecycle import snapshot_catalog
+from specops_dag.delivery.lifecycle import resume, snapshot_catalog
 from specops_dag.delivery.store import Store
 from specops_dag.errors import UsageError
 from specops_dag.execution.step import run_step
@@ -22,6 +22,7 @@ from ..support.agents import (
     AGENTIC,
     MODES,
     TARGET_AGENTS,
+    agentic_git_harness,
     create,
     replay,
     requests,
@@ -94,6 +95,55 @@ def test_an_agent_that_knows_only_its_prompt_raises_a_risk_a_person_decides(
         gates.approve(store, "d1", "risk", note="checked by hand")
         assert run_step(store, "d1", "review", settings=settings).status == "completed"
     assert not any("BLOCKED" in json.dumps(r) for r in requests(tmp_path))
+
+
+STOPPED = "# Risk: the request needs a schema change\n\nA person must decide on it.\n"
+
+
+def parked(tmp_path: Path, root: Path, play: dict, why: str) -> Store:
+    """The write node's first attempt plays `play`; it must park at the risk gate for `why`."""
+    store = create(root, None)
+    with replay(tmp_path, {"write": [{"literal": play}, {"literal": {}}]}) as server:
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    state = store.read("d1")
+    step = state.get_step("write")
+    assert (outcome.status, step.status, step.attempts) == ("environment", "blocked", 1)
+    assert step.blocked_reason.startswith(
+        "the agent stopped and raised a risk (phases/d1/write/risk.md): " + why), step.blocked_reason
+    assert step.blocked_reason.endswith(
+        "; a person decides with `specops approve d1 risk` (or `--reject`), then `specops "
+        "resume d1 write`")
+    assert [(r.node, r.path) for r in state.risks] == [("write", "phases/d1/write/risk.md")]
+    return store
+
+
+@pytest.mark.e2e
+def test_an_agent_that_writes_only_its_risk_file_parks_the_step_until_a_person_decides(
+        tmp_path: Path) -> None:
+    root = agentic_git_harness(tmp_path)
+    why = ("exit 0 but required artifacts are missing: `notes` "
+           f"({root.resolve() / 'phases/d1/write/notes.md'})")
+    store = parked(tmp_path, root, {"risk": STOPPED, "skip": ["notes.md", "write.md",
+                                                               "handoff.md"]}, why)
+    gates.approve(store, "d1", "risk", note="go on without the schema change")
+    resume(store, "d1", "write")
+    with replay(tmp_path, {"write": [{"literal": {}}, {"literal": {}}]}) as server:
+        again = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert again.status == "completed", again.message
+    assert [(r.node, r.path) for r in store.read("d1").risks] == [
+        ("write", "phases/d1/write/risk.md")]  # decided once, not raised again
+
+
+@pytest.mark.e2e
+def test_an_agent_that_changes_no_product_and_raises_a_risk_parks_the_step(
+        tmp_path: Path) -> None:
+    root = agentic_git_harness(tmp_path)
+    phase = root / "workflow_defs/phases/c-write.yaml"
+    phase.write_text(phase.read_text().replace(
+        "  infra_backoff_s: 0.2\n", "  infra_backoff_s: 0.2\n  expects_product_change: true\n"))
+    parked(tmp_path, root, {"risk": STOPPED},
+           "exit 0 but the product did not change: the phase expects a product change and "
+           "nothing outside phases/ and docs/phase/ changed since ")
 
 
 @pytest.mark.e2e
