@@ -50,6 +50,13 @@ def approve(store: Store, delivery: str, gate: str, note: str = "",
         if gate not in used:
             raise UsageError(f"delivery `{delivery}` has no `{gate}` gate (its gates: "
                              f"{', '.join(used)})")
+        unrun = not_yet_run(store, state, gate)
+        if unrun:
+            names = ", ".join(f"`{n}`" for n in unrun)
+            states = "; ".join(f"{n}: {state.get_step(n).status}" for n in unrun)
+            raise UsageError(f"gate `{gate}` decides on what {names} wrote, and it has not run "
+                             f"yet ({states}): run `specops run {delivery}` first, then decide "
+                             "on its output")
         earlier = [a for a in state.approvals if a.gate == gate]
         decision = "rejected" if reject else "approved"
         changed = bool(earlier) and earlier[-1].decision != decision
@@ -72,6 +79,15 @@ def approve(store: Store, delivery: str, gate: str, note: str = "",
         reopen(store, delivery, name, f"decision on gate `{gate}` changed to {decision}"
                + (f": {note}" if note else ""))
     return approval
+
+
+def not_yet_run(store: Store, state: Delivery, gate: str) -> list[str]:
+    """The nodes that ask `gate` after their work and have not completed it: a decision on
+    their output cannot be given before it exists."""
+    catalog = snapshot_catalog(store, state)
+    nodes = {n.id: n for n in catalog.workflows[state.workflow].nodes}
+    return [s.name for s in state.steps if s.status != "completed" and gate in (
+        nodes[s.name].gates.after, catalog.phases[s.phase].execution.gates.after)]
 
 
 def asked_after(store: Store, state: Delivery, gate: str) -> list[str]:

@@ -90,9 +90,10 @@ def test_a_changed_decision_is_a_revision_that_reopens_what_consumed_it(
         diamond_root: Path) -> None:
     store = gated(diamond_root)
     gates.approve(store, "d1", "scope")
-    gates.approve(store, "d1", "requirements")
+    assert run_step(store, "d1", "a").status == "completed"
+    gates.approve(store, "d1", "requirements")  # on what `a` wrote
     gates.approve(store, "d1", "target-write")
-    for node in "abcd":
+    for node in "bcd":
         assert run_step(store, "d1", node).status == "completed"
     decision = gates.approve(store, "d1", "requirements", note="wrong spec", reject=True)
     assert (decision.decision, decision.revision) == ("rejected", 1)
@@ -171,3 +172,19 @@ def test_the_approval_sensor_launches_the_next_nodes_once_per_approval(
         assert sorted(k.path[1] for k in request.asset_selection) == ["a", "b", "c", "d"]
         assert request.job_name == defs.resolve_implicit_global_asset_job_def().name
     assert dt.datetime.fromisoformat(approval.at.replace("Z", "+00:00"))
+
+
+def test_a_gate_on_a_nodes_output_cannot_be_decided_before_the_node_has_run(
+        diamond_root: Path) -> None:
+    store = gated(diamond_root)
+    gates.approve(store, "d1", "scope")
+    before = store.read("d1").model_dump()
+    for reject in (False, True):
+        with pytest.raises(UsageError) as err:
+            gates.approve(store, "d1", "requirements", note="looks fine", reject=reject)
+        assert err.value.message == (
+            "gate `requirements` decides on what `a` wrote, and it has not run yet (a: pending): "
+            "run `specops run d1` first, then decide on its output")
+    assert store.read("d1").model_dump() == before
+    assert run_step(store, "d1", "a").status == "completed"
+    assert gates.approve(store, "d1", "requirements").decision == "approved"
