@@ -1,7 +1,7 @@
 """Assembles the prompt of one attempt (seed 001 §3–4, seed 000): AGENTS.md → common work rules →
 context_files → delivery handoff (or one earlier step's summary) → previous failure summary →
-the current step as READ / SKILLS / TASK / WRITE. Upstream artifacts are named by path and
-sha256, never pasted. Reading only: dry-run calls this and must change nothing.
+the current step as READ / SKILLS / TASK / TARGET / WRITE. Upstream artifacts are named by path
+and sha256, never pasted. Reading only: dry-run calls this and must change nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from specops_dag.files import sha256_file
 from specops_dag.workflow.model import MAX_ATTEMPTS
 
 if TYPE_CHECKING:
-    from specops_dag.delivery.model import Delivery, Step, TaskRecord
+    from specops_dag.delivery.model import Delivery, Step, TargetRecord, TaskRecord
     from specops_dag.workflow.catalog import Catalog
     from specops_dag.workflow.model import Phase
 
@@ -304,15 +304,18 @@ def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
     step_file = root / "phases" / state.phase / f"step{step.step}.md"
     if step_file.is_file():
         out.append(f"Step details: {agent_path(step_file, cwd)}")
+    target = target_line(state.snapshot.target)
+    shown_target = ["", target] if target else []
     if contract is not None:
-        return "\n".join(out + contract_lines(contract, cwd, "task" if task else "step"))
+        return "\n".join(out + shown_target
+                         + contract_lines(contract, cwd, "task" if task else "step"))
     agreed = task.record.contract if task is not None else step.contract
     if agreed is not None and agreed.agreed:
         shown = agent_path(root / agreed.path, cwd)
         out.append(f"CONTRACT: build what the agreed contract {shown} "
                    f"(sha256 {agreed.sha256}) says; every test it names must exist, run and pass "
                    "in this attempt's validation, and the work is judged against it.")
-    out += review_lines(state, step, catalog, attempt)
+    out += shown_target + review_lines(state, step, catalog, attempt)
     out += ["", "WRITE:"]
     out += [f"- {agent_path(node_dir / a.path, cwd)}"
             + (" (required)" if a.required else " (optional)") for a in phase.output.artifacts]
@@ -342,6 +345,24 @@ def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
     out += ["", "REPORT: end with a final message of at most 1,000 characters that summarizes "
             "what you did and names the files you wrote."]
     return "\n".join(out)
+
+
+def target_line(target: TargetRecord | None) -> str | None:
+    """The TARGET line: the framework frozen at `specops new` and what its policy lets build and
+    test it. Work rules and skills name no .NET version and refer to this line instead; None
+    (no line) without a frozen target."""
+    if target is None:
+        return None
+    framework, line = target.framework, target.framework.removeprefix("net")
+    sdk = f"SDK {line} or newer" if target.newer_sdk else f"SDK {line} only"
+    text = (f"TARGET: {framework} — every project targets exactly {framework}; the SDK is the "
+            f"one global.json selects in the repository root ({sdk}; never edit global.json).")
+    if not target.newer_sdk:  # the target's own SDK line brings the target's runtime
+        return text
+    if target.newer_runtime:
+        return text + (f" Where the {line} runtime is missing, run the tests on a newer one "
+                       "with DOTNET_ROLL_FORWARD=Major.")
+    return text + f" Tests run on the {line} runtime only; never set DOTNET_ROLL_FORWARD."
 
 
 def contract_lines(ask: ContractAsk, cwd: Path, what: str) -> list[str]:

@@ -5,14 +5,19 @@ from pathlib import Path
 
 import pytest
 
-from specops_dag.agent.prompt import assemble_prompt, failure_summary
-from specops_dag.delivery.lifecycle import snapshot_catalog
+from specops_dag.agent.prompt import assemble_prompt, failure_summary, preview, target_line
+from specops_dag.delivery.lifecycle import new_delivery, snapshot_catalog
+from specops_dag.delivery.model import TargetRecord
+from specops_dag.delivery.store import Store
 from specops_dag.errors import UsageError
 from specops_dag.execution.step import run_step
 from specops_dag.files import sha256_file
+from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from ..support.agents import agentic_root, completed_write, new, set_context
 from ..support.cli import specops_at
+from ..support.dotnet import copy_fixture
+from ..support.git import commit_all
 from ..support.harness import tree_state, write_tree
 
 
@@ -218,3 +223,108 @@ def test_dry_run_with_push_is_a_usage_error(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.endswith("Error: --dry-run and --push cannot be combined: a dry run "
                                   "changes nothing, a push writes to origin\n")
+
+
+# -- the TARGET line (issue 42): the frozen target policy, the one place a prompt names a version --
+
+NET10_LINE = ("TARGET: net10.0 — every project targets exactly net10.0; the SDK is the one "
+              "global.json selects in the repository root (SDK 10.0 or newer; never edit "
+              "global.json). Where the 10.0 runtime is missing, run the tests on a newer one with "
+              "DOTNET_ROLL_FORWARD=Major.")
+NET8_LINE = ("TARGET: net8.0 — every project targets exactly net8.0; the SDK is the one "
+             "global.json selects in the repository root (SDK 8.0 or newer; never edit "
+             "global.json). Where the 8.0 runtime is missing, run the tests on a newer one with "
+             "DOTNET_ROLL_FORWARD=Major.")
+NET8_OWN_SDK = ("TARGET: net8.0 — every project targets exactly net8.0; the SDK is the one "
+                "global.json selects in the repository root (SDK 8.0 only; never edit "
+                "global.json).")
+
+
+def policy(framework: str, newer_sdk: bool = True, newer_runtime: bool = True) -> TargetRecord:
+    return TargetRecord(framework=framework, newer_sdk=newer_sdk, newer_runtime=newer_runtime,
+                        origin="validation.target.framework; frozen at `specops new`")
+
+
+@pytest.mark.parametrize(("record", "line"), [
+    pytest.param(policy("net10.0"), NET10_LINE, id="net10.0"),
+    pytest.param(policy("net8.0"), NET8_LINE, id="net8.0 on a newer SDK and runtime"),
+    pytest.param(policy("net8.0", newer_runtime=False),
+                 NET8_LINE.removesuffix(" Where the 8.0 runtime is missing, run the tests on a "
+                                        "newer one with DOTNET_ROLL_FORWARD=Major.")
+                 + " Tests run on the 8.0 runtime only; never set DOTNET_ROLL_FORWARD.",
+                 id="net8.0 on a newer SDK, its own runtime only"),
+    pytest.param(policy("net8.0", newer_sdk=False), NET8_OWN_SDK, id="net8.0 on its own SDK"),
+    pytest.param(policy("net8.0", newer_sdk=False, newer_runtime=False), NET8_OWN_SDK,
+                 id="net8.0 on its own SDK and runtime"),
+    pytest.param(None, None, id="no frozen target"),
+])
+def test_the_target_line_says_what_the_frozen_policy_allows(
+        record: TargetRecord | None, line: str | None) -> None:
+    assert target_line(record) == line
+
+
+def test_a_frozen_target_is_one_paragraph_between_the_task_and_write(tmp_path: Path) -> None:
+    root = agentic_root(tmp_path)
+    store = Store(root)
+    new_delivery(store, load_catalog(definition_roots(root), display_base=root), "agentic", "d1",
+                 "Write release notes.", target_policy=policy("net10.0"))
+    state = store.read("d1")
+    current = assemble_prompt(root, state, state.get_step("write"),
+                              snapshot_catalog(store, state), root).parts[-1].text
+    assert (f"TASK:\nProduce notes.md for the next step.\n\n{NET10_LINE}\n\nWRITE:\n"
+            in current)
+    assert current.count("TARGET:") == 1
+
+
+def test_a_delivery_that_builds_no_dotnet_has_no_target_line(tmp_path: Path) -> None:
+    root = agentic_root(tmp_path)  # every phase validates `none`: `new` freezes no target
+    result = specops_at(root, "new", "agentic", "d1", "--request", "Write release notes.")
+    assert result.returncode == 0, result.stderr
+    store = Store(root)
+    state = store.read("d1")
+    assert state.snapshot.target is None
+    prompt = assemble_prompt(root, state, state.get_step("write"),
+                             snapshot_catalog(store, state), root)
+    assert [ln for ln in prompt.text.splitlines() if ln.startswith("TARGET")] == []
+
+
+BUILTIN_NODES = ["full-delivery/requirements", "full-delivery/design", "full-delivery/develop",
+                 "full-delivery/verify", "full-delivery/delivery", "quick-delivery/develop",
+                 "quick-delivery/verify", "quick-delivery/delivery", "plan-build-review/plan",
+                 "plan-build-review/build"]
+DOTNET_8 = ("net8.0", ".NET 8", "8.0.x")
+
+
+def builtin_prompts(tmp_path: Path, fixture: str) -> dict[str, str]:
+    """`workflow/node` -> the prompt `specops dry-run` previews for it, for a delivery of each
+    built-in workflow that `specops new` created on `fixture` committed as the harness root."""
+    root = copy_fixture(tmp_path, fixture)
+    commit_all(root)
+    store = Store(root)
+    prompts: dict[str, str] = {}
+    for i, workflow in enumerate(["full-delivery", "quick-delivery", "plan-build-review"]):
+        result = specops_at(root, "new", workflow, f"d{i}", "--request", "Document Add.")
+        assert result.returncode == 0, result.stderr
+        state = store.read(f"d{i}")
+        catalog = snapshot_catalog(store, state)
+        for step in state.steps:
+            prompt = preview(root, state, step, catalog)
+            assert prompt is not None and prompt.parts[-1].label == "current step"
+            assert prompt.parts[-1].text.splitlines().count(target_line(
+                state.snapshot.target)) == 1, (workflow, step.name)
+            prompts[f"{workflow}/{step.name}"] = prompt.text
+    return prompts
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(("fixture", "line"), [
+    pytest.param("all-pass-net10", NET10_LINE, id="net10.0"),
+    pytest.param("all-pass", NET8_LINE, id="net8.0"),
+])
+def test_every_built_in_node_names_its_frozen_target_once_and_no_dotnet_8_text_besides(
+        tmp_path: Path, fixture: str, line: str) -> None:
+    prompts = builtin_prompts(tmp_path, fixture)
+    assert list(prompts) == BUILTIN_NODES
+    for node, text in prompts.items():
+        assert text.splitlines().count(line) == 1, node
+        assert [v for v in DOTNET_8 if v in text.replace(line, "")] == [], node

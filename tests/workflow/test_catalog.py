@@ -62,6 +62,16 @@ def test_the_built_in_definitions_load_with_both_delivery_workflows() -> None:
         assert len((BUILTIN_DEFS / entry[0].path).read_text().splitlines()) >= 25
 
 
+def test_no_built_in_definition_names_a_dotnet_8_version() -> None:
+    # Issue 42: the frozen target is named once, by the prompt's TARGET line; the work rules,
+    # phases, skills and workflows refer to it, so a net10.0 repository is never told net8.0.
+    found = [f"{path.relative_to(BUILTIN_DEFS.parent)}:{n}: {version}"
+             for path in sorted(BUILTIN_DEFS.rglob("*")) if path.is_file()
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             for version in ("net8.0", ".NET 8", "8.0.x") if version in line]
+    assert found == []
+
+
 def test_a_harness_root_workflow_clashing_with_a_built_in_id_is_an_error(tmp_path: Path) -> None:
     write_tree(tmp_path, {"workflow_defs/workflows/quick-delivery.yaml": diamond_with(
         "  - {id: a, phase: p-a, inputs: {request: {input: request}}}\n").replace(
