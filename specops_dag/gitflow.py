@@ -412,6 +412,9 @@ def commit_metadata(worktree: Path, delivery_dir: Path, delivery: str, node: str
     message = f"[{delivery}] {node} attempt {attempt}: metadata"
     changed = [f"phases/{delivery}/{rel}"
                for rel in sync_tree(delivery_dir, worktree / "phases" / delivery, skip=others)]
+    # a reopen moved the node's files to .revisions/<node>/: the move (its deletions too)
+    changed += [f"phases/{delivery}/{rel}" for rel in (node, f".revisions/{node}")
+                if (worktree / "phases" / delivery / rel).exists()]
     if (worktree / "docs" / "phase" / delivery).exists():
         changed.append(f"docs/phase/{delivery}")
     if changed:

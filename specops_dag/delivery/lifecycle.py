@@ -225,15 +225,42 @@ def reopen(store: Store, delivery: str, node: str, reason: str = "") -> list[str
         stamp = now_iso()
         for name in names:
             step = steps[name]
-            if step.handoff or step.completed_at:
+            files = move_aside(store, state, name, len(step.revisions) + 1)
+            if step.handoff or step.completed_at or files:
                 step.revisions.append(Revision(
                     handoff=step.handoff, consumed=step.consumed, commits=step.commits,
                     completed_at=step.completed_at, attempts=step.attempts, reopened_at=stamp,
-                    reason=reason or f"reopened from `{node}`"))
+                    reason=reason or f"reopened from `{node}`", files=files))
             state.reopen(step, (reason if name == node else f"{reason} (reopened from `{node}`)")
                          if reason else None)
         state.log("reopened", node, f"{', '.join(names)}" + (f": {reason}" if reason else ""))
     return names
+
+
+REVISIONS = ".revisions"  # phases/<d>/.revisions/<node>/<n>/: a reopened run's own files
+
+
+def move_aside(store: Store, state: Delivery, node: str, number: int) -> str | None:
+    """Move what the node's last run left in `phases/<d>/<node>/` (its artifacts, risk file,
+    prompt, logs) to `phases/<d>/.revisions/<node>/<number>/`, in the harness root and in the
+    delivery worktree's committed copy alike, so a re-run starts from nothing of its own and
+    nothing of the old run counts as its output. Returns that folder, or None when the node
+    folder held nothing."""
+    folder = store.delivery_dir(state.phase) / node
+    if not folder.is_dir() or not any(folder.iterdir()):
+        return None
+    aside = store.delivery_dir(state.phase) / REVISIONS / node / str(number)
+    shutil.rmtree(aside, ignore_errors=True)  # left by a reopen killed before its state write
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    folder.rename(aside)
+    folder.mkdir()
+    if state.worktree:
+        copy = workdir(store, state) / "phases" / state.phase
+        if (copy / node).is_dir():
+            (copy / REVISIONS / node).mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(copy / REVISIONS / node / str(number), ignore_errors=True)
+            (copy / node).rename(copy / REVISIONS / node / str(number))
+    return aside.relative_to(store.root).as_posix() + "/"
 
 
 def resume(store: Store, delivery: str, node: str) -> Step:

@@ -91,6 +91,7 @@ class Revision(Model):
     attempts: int = 0
     reopened_at: str
     reason: str
+    files: str | None = None  # where the run's own files went (`phases/<d>/.revisions/<node>/<n>/`)
 
 
 class Usage(Model):
