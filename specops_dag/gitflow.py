@@ -237,10 +237,10 @@ def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8") if path.is_file() else ""
 
 
-def export_tree(target: Path, delivery: str, into: Path) -> Path:
-    """The files the delivery's worktree will hold when its first run creates it (feat-<d> if
-    that branch exists, else HEAD), checked out under `into` through a private index: the
-    repository, its index and its refs are not touched."""
+def export_tree(target: Path, delivery: str, into: Path) -> tuple[Path, str]:
+    """(tree, commit): the files the delivery's worktree will hold when its first run creates
+    it (feat-<d> if that branch exists, else HEAD), checked out under `into` through a private
+    index, and that commit: the repository, its index and its refs are not touched."""
     branch = f"refs/heads/{branch_name(delivery)}"
     env = {**os.environ, "GIT_INDEX_FILE": str(into / "index")}
 
@@ -256,7 +256,8 @@ def export_tree(target: Path, delivery: str, into: Path) -> Path:
                              f"{result.stderr.strip() or result.exit_code}); the worktree is "
                              "created from it: commit to the target repository first")
     tree.mkdir(exist_ok=True)
-    return tree
+    commit = git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    return tree, commit.stdout.strip()
 
 
 def snapshot_commit(worktree: Path, scratch: Path, message: str) -> tuple[str, str]:

@@ -305,7 +305,8 @@ def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
     if step_file.is_file():
         out.append(f"Step details: {agent_path(step_file, cwd)}")
     target = target_line(state.snapshot.target)
-    shown_target = ["", target] if target else []
+    changes = changes_line(state)
+    shown_target = (["", target] if target else []) + (["", changes] if changes else [])
     if contract is not None:
         return "\n".join(out + shown_target
                          + contract_lines(contract, cwd, "task" if task else "step"))
@@ -345,6 +346,20 @@ def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
     out += ["", "REPORT: end with a final message of at most 1,000 characters that summarizes "
             "what you did and names the files you wrote."]
     return "\n".join(out)
+
+
+METADATA_PATHS = "':(exclude)phases' ':(exclude)docs/phase'"  # the delivery's own records
+
+
+def changes_line(state: Delivery) -> str | None:
+    """The CHANGES line of a git delivery: where its branch began and the one command that lists
+    its product change (the delivery's own records under phases/ and docs/phase/ left out)."""
+    if not (state.branch and state.base_commit):
+        return None
+    base = state.base_commit
+    return (f"CHANGES: {state.branch}, this delivery's branch, began at {base}; `git diff "
+            f"--stat {base} -- . {METADATA_PATHS}` lists its product change since then "
+            "(commits and uncommitted edits; `git status --short` also shows new files).")
 
 
 def target_line(target: TargetRecord | None) -> str | None:
@@ -441,12 +456,15 @@ def preview(root: Path, state: Delivery, step: Step, catalog: Catalog) -> Prompt
     import tempfile
 
     from specops_dag.gitflow import (  # GitPython and git only for a worktree not made yet
+        branch_name,
         export_tree,
     )
 
     with tempfile.TemporaryDirectory(prefix="specops-preview-") as scratch:
-        tree = export_tree(target, state.phase, Path(scratch))
-        return assemble_prompt(root, state, step, catalog, cwd, tree=tree)
+        tree, start = export_tree(target, state.phase, Path(scratch))
+        will_be = state.model_copy(update={"branch": branch_name(state.phase),
+                                           "base_commit": start})
+        return assemble_prompt(root, will_be, step, catalog, cwd, tree=tree)
 
 
 def render_dry_run(root: Path, state: Delivery, step: Step, catalog: Catalog,

@@ -326,6 +326,8 @@ def provider_base_url(replay_url: str, delivery: str, node: str) -> str:
 
 PROMPT_MARK = "READ (in order):"
 READ_MARK, WRITE_MARK = "# replay literal: read", "# replay literal: write"
+CHANGES_MARK = "# replay literal: changes"
+CHANGES_LINE = re.compile(r"^CHANGES:.*?`(?P<command>[^`]+)`")
 NUMBERED = re.compile(r"^\d+\.\s+(?P<item>.+)$")
 BULLET = re.compile(r"^-\s+(?P<item>.+)$")
 SKILL_ITEM = re.compile(r"^-\s+[^:`]+:\s+`[^`]*`\s+(?P<item>.+)$")
@@ -350,6 +352,7 @@ class StepPrompt:
     risk: str | None = None  # where a risk is raised (the `RISK:` line), if the prompt says
     criteria: tuple[str, ...] = ()
     evaluator: bool = False
+    changes: str | None = None  # the command the `CHANGES:` line names, if the prompt has one
 
     @property
     def to_read(self) -> list[str]:
@@ -392,13 +395,16 @@ def parse_prompt(text: str) -> StepPrompt:
     details = next((m for line in body if (m := STEP_DETAILS.match(line.strip()))), None)
     risk = next((m for line in body if (m := RISK_LINE.match(line.strip()))), None)
     criteria = (CRITERION.match(line) for line in section(body, "Criteria"))
+    changes = next((m["command"] for line in body if (m := CHANGES_LINE.match(line.strip()))),
+                   None)
     return StepPrompt(header=header, reads=items_of(body, PROMPT_MARK, NUMBERED),
                       skills=items_of(body, "SKILLS", SKILL_ITEM),
                       step_details=path_of(details["item"]) if details else None,
                       writes=items_of(body, "WRITE:", BULLET),
                       risk=path_of(risk["item"]) if risk else None,
                       criteria=tuple(m["id"] for m in criteria if m is not None),
-                      evaluator=any(line.strip() == "<<<REVIEW" for line in body))
+                      evaluator=any(line.strip() == "<<<REVIEW" for line in body),
+                      changes=changes)
 
 
 def message_text(item: dict) -> str:
@@ -422,7 +428,7 @@ def own_mark(arguments: object) -> str | None:
     except (json.JSONDecodeError, AttributeError):
         return None
     first = str(cmd).split("\n", 1)[0]
-    return first if first in (READ_MARK, WRITE_MARK) else None
+    return first if first in (READ_MARK, WRITE_MARK, CHANGES_MARK) else None
 
 
 def literal_calls(items: list) -> dict[str, str | None]:
@@ -564,7 +570,8 @@ def ran(play: LiteralPlay, cmd: str, decision: dict) -> Play:
 
 def literal_turn(play: LiteralPlay, items: list) -> Play:
     """The literal agent's next turn, from the prompt and its own commands' outputs alone:
-    read everything named, stop if anything is unreadable, then write (or review), then say so."""
+    read everything named, stop if anything is unreadable, run the command its CHANGES line
+    names, then write (or review), then say so."""
     text = find_prompt(items)
     if text is None:
         return said(play, f"BLOCKED: no prompt with a `{PROMPT_MARK}` line; nothing to act on",
@@ -576,6 +583,9 @@ def literal_turn(play: LiteralPlay, items: list) -> Play:
     if reads and (failed := shell_failures(calls[READ_MARK], reads, "CANNOT READ")):
         return said(play, blocked_message("read", failed, calls[READ_MARK]),
                     {"action": "blocked", "step": "read", "failed": failed})
+    if prompt.changes and CHANGES_MARK not in calls:  # what the prompt says shows the change
+        return ran(play, f"{CHANGES_MARK}\n{prompt.changes}",
+                   {"action": "changes", "command": prompt.changes})
     if prompt.evaluator:
         verbatim = play.review is not None
         return said(play, play.review if play.review is not None else review_block(prompt),

@@ -63,14 +63,17 @@ class Review:
 def evaluator_prompt_section(criteria: Iterable[CriterionLike], generator_node: str,
                              read_lines: list[str], round_no: int, max_rounds: int,
                              skill_lines: Sequence[str] = (), where: str = "",
-                             goal: str = "", qa: str = "") -> str:
-    """The evaluator's current step: READ (paths + sha256 as given), TASK, REPORT block format.
-    Paths only, never file bodies (seed 000)."""
+                             goal: str = "", qa: str = "", target: str | None = None,
+                             changes: str | None = None) -> str:
+    """The evaluator's current step: READ (paths + sha256 as given), CHANGES, TASK, TARGET,
+    REPORT block format. Paths only, never file bodies (seed 000)."""
     criteria = list(criteria)
     out = [f"# Current step: review of `{generator_node}` (review round {round_no} of "
            f"{max_rounds}; evaluator, read-only)", "", *([where, ""] if where else []),
            "READ (in order):"]
     out += [f"{i}. {line}" for i, line in enumerate(read_lines, 1)] or ["(nothing to read)"]
+    if changes:
+        out += ["", changes]
     if skill_lines:
         out += ["", "SKILLS (from the delivery snapshot):", *(f"- {s}" for s in skill_lines)]
     out += ["", "TASK:", *([goal.strip()] if goal.strip() else []),
@@ -86,6 +89,8 @@ def evaluator_prompt_section(criteria: Iterable[CriterionLike], generator_node: 
     if round_no > 1:
         out.append(f"The generator revised its work after review round {round_no - 1}; judge the "
                    "current state of the code afresh, not its description of the fixes.")
+    if target:
+        out += ["", target]
     out += ["", "Criteria (a criterion passes at or above its threshold):"]
     out += [f"- `{c.id}` (threshold {c.threshold}/10): {c.description.strip()}" for c in criteria]
     if not criteria:

@@ -29,11 +29,13 @@ from specops_dag.agent.codex import (
     secret_values,
 )
 from specops_dag.agent.prompt import (
+    METADATA_PATHS,
     SUMMARY_LIMIT,
     assemble_prompt,
     failure_summary,
     read_list,
     skill_lines,
+    target_line,
     where_line,
 )
 from specops_dag.agent.review import (
@@ -468,7 +470,9 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
         lines += qa_read_lines(store.root / (qa.evidence or ""), qa, repo)
     text = evaluator_prompt_section(phase.execution.criteria, step.name, lines, round_no,
                                     max_rounds, skill_lines=skills, where=where_line(repo),
-                                    goal=goal, qa=qa_task_line(qa))
+                                    goal=goal, qa=qa_task_line(qa),
+                                    target=target_line(state.snapshot.target),
+                                    changes=review_changes(state, step, repo, folder))
     agents = repo / "AGENTS.md"
     prompt = (agents.read_text(encoding="utf-8") + "\n\n" if agents.is_file() else "") + text
     session = ReviewSession(store, state, step, settings, phase, repo, round_no,
@@ -525,6 +529,23 @@ def judge_with_qa(record: ReviewRecord, qa: QaReport | None, root: Path, repo: P
                      if record.verdict == "PASS" else f"{record.reason}; {failure}")
     record.verdict = "BLOCK"
     return failure
+
+
+def review_changes(state: Delivery, step: Step, repo: Path, folder: Path) -> str | None:
+    """The evaluator's CHANGES line on a git delivery: the generator's work is not committed yet
+    when it is reviewed, so it is snapshotted into a commit no ref points at (the worktree, its
+    index and branch untouched) and the line names the command that diffs the step's base
+    against it, the delivery's own records left out."""
+    if not state.worktree or not step.base_commit:
+        return None
+    with tempfile.TemporaryDirectory(prefix=".attempt-", dir=folder) as scratch:
+        snap, _ = gitflow.snapshot_commit(repo, Path(scratch), f"specops review: the work of "
+                                          f"{step.name} as reviewed")
+    base = step.base_commit
+    return (f"CHANGES: `git diff --stat {base} {snap} -- . {METADATA_PATHS}` lists the product "
+            f"change under review: {base} is where `{step.name}` began, {snap} its work as you "
+            f"review it (not committed yet: a snapshot no branch points at); `git diff {base} "
+            f"{snap} -- <path>` shows one file.")
 
 
 def qa_stage(store: Store, state: Delivery, step: Step, settings: AgentSettings, phase: Phase,
