@@ -4,13 +4,15 @@
 
 # No `from __future__ import annotations` here: pydantic would evaluate every field's string
 # annotation as it builds each class, a quarter of this module's import (status, dry-run).
-from typing import Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from specops_dag.delivery.queries import get_step
 from specops_dag.errors import StateError
 from specops_dag.files import now_iso
+
+Count = Annotated[int, Field(ge=0)]  # attempts, step numbers: never negative
 
 SCHEMA_VERSION = 1
 StepStatus = Literal["pending", "running", "completed", "error", "blocked"]
@@ -88,7 +90,7 @@ class Revision(Model):
     consumed: dict[str, FileRef] = {}
     commits: dict[str, str | None] = {}
     completed_at: str | None = None
-    attempts: int = 0
+    attempts: Count = 0
     reopened_at: str
     reason: str
     files: str | None = None  # where the run's own files went (`phases/<d>/.revisions/<node>/<n>/`)
@@ -360,7 +362,7 @@ class TaskRecord(Model):
     paths: list[str] = []
     tests: list[str] = []
     status: TaskStatus = "pending"
-    attempts: int = 0
+    attempts: Count = 0
     base_commit: str | None = None
     branch: str | None = None
     worktree: str | None = None
@@ -377,14 +379,14 @@ class TaskRecord(Model):
 
 
 class Step(Model):
-    step: int
+    step: Count
     name: str
     phase: str
     needs: list[str] = []
     status: StepStatus = "pending"
     context_files: list[str] = []
     validation: str = "full"
-    attempts: int = 0
+    attempts: Count = 0
     started_at: str | None = None
     completed_at: str | None = None
     error_message: str | None = None

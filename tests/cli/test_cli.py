@@ -204,6 +204,32 @@ def test_reopen_resume_and_approve_from_the_cli(diamond_root: Path,
 
 
 @pytest.mark.e2e
+def test_approve_says_when_a_decision_repeats_and_which_nodes_a_rejection_reopened(
+        diamond_root: Path, clean_env: dict[str, str]) -> None:
+    wf = diamond_root / "workflow_defs/workflows/diamond.yaml"
+    wf.write_text(wf.read_text().replace("{id: a, phase: p-a,",
+                                         "{id: a, phase: p-a, gates: {after: requirements},"))
+    store = make_delivery(diamond_root)
+    complete(store, "d1", "a")
+    first = specops(clean_env, diamond_root, "approve", "d1", "requirements")
+    assert first.stdout.startswith("requirements approved for d1 at ")
+    assert len(first.stdout.splitlines()) == 1
+    at = store.read("d1").approvals[-1]
+    again = specops(clean_env, diamond_root, "approve", "d1", "requirements")
+    assert again.stdout.splitlines()[1] == (
+        f"note: `requirements` was already approved at {at.at} by {at.by}; recorded again, "
+        "nothing else changed")
+    for node in "bcd":
+        complete(store, "d1", node)
+    rejected = specops(clean_env, diamond_root, "approve", "d1", "requirements", "--reject",
+                       "--note", "AC 2 is wrong")
+    assert rejected.returncode == 0, rejected.stderr
+    assert rejected.stdout.splitlines()[1:] == [
+        "reopened: a, b, c, d (their earlier files are kept under phases/d1/.revisions/); "
+        "`specops run d1` runs them again"]
+
+
+@pytest.mark.e2e
 def test_run_goes_through_a_dagster_run_and_reports_the_steps(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     assert specops(clean_env, diamond_root, "new", "diamond", "d1", "--request", "Go."

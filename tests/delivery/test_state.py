@@ -317,6 +317,19 @@ def test_a_hand_edited_budget_that_is_no_limit_is_refused_with_its_exact_error(
                                  "restore it from git")
 
 
+def test_a_hand_edited_negative_attempt_count_is_refused_with_its_exact_error(
+        diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    path = store.index_path("d1")
+    text = path.read_text()
+    assert '"attempts": 0' in text
+    path.write_text(text.replace('"attempts": 0', '"attempts": -2', 1))
+    with pytest.raises(StateError) as err:
+        store.read("d1")
+    assert err.value.message == ("phases/d1/index.json: steps[0].attempts: Input should be "
+                                 "greater than or equal to 0; fix the file or restore it from git")
+
+
 def test_a_corrupt_delivery_list_is_refused_with_its_exact_error(diamond_root: Path) -> None:
     store = make_delivery(diamond_root)
     (store.phases / "index.json").write_text("{")
