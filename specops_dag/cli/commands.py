@@ -23,6 +23,7 @@ from specops_dag.delivery.queries import check_delivery_id
 from specops_dag.errors import DefinitionError, SpecopsError
 
 if TYPE_CHECKING:
+    from specops_dag.delivery.model import Delivery
     from specops_dag.delivery.store import Store
 
 
@@ -444,7 +445,24 @@ def run_locked(root: Path, delivery: str, executor: str, timeout_s: float) -> in
         return 1
     if any(s.status == "blocked" for s in state.steps):
         return 3  # a gate, a missing tool or a write conflict: a human has to act
+    if result.exit_code == 0:
+        click.echo(f"error: {unfinished(state)}", err=True)
     return 1 if result.exit_code != 0 else 3
+
+
+def unfinished(state: Delivery) -> str:
+    """Why a run that ended without an error or a gate left its delivery unfinished."""
+    from specops_dag.delivery.queries import owner_alive
+
+    busy = [s for s in state.steps if s.status == "running" and owner_alive(s.owner)]
+    if busy:
+        who = "; ".join(f"`{s.name}` by pid {s.owner.pid} on {s.owner.host}" for s in busy
+                        if s.owner is not None)
+        return (f"{state.phase} is not finished: another process is running {who}; wait for it "
+                f"to end (or stop that process), then `specops run {state.phase}` again")
+    waiting = ", ".join(s.name for s in state.steps if s.status != "completed")
+    return (f"{state.phase} is not finished: {waiting} did not run; see `specops status "
+            f"{state.phase}`, then `specops run {state.phase}` again")
 
 
 @main.command()

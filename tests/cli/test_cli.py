@@ -230,6 +230,23 @@ def test_approve_says_when_a_decision_repeats_and_which_nodes_a_rejection_reopen
 
 
 @pytest.mark.e2e
+def test_run_names_the_process_that_is_running_a_step_instead_of_exiting_silently(
+        diamond_root: Path, clean_env: dict[str, str]) -> None:
+    from specops_dag.delivery.lifecycle import current_owner
+
+    store = make_delivery(diamond_root)
+    me = current_owner()
+    with store.transaction("d1") as state:
+        step = state.get_step("a")
+        step.status, step.owner, step.attempts = "running", me, 1
+    result = specops(clean_env, diamond_root, "run", "d1", "--executor", "in_process")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"error: d1 is not finished: another process is running `a` by pid {me.pid} on "
+        f"{me.host}; wait for it to end (or stop that process), then `specops run d1` again")
+
+
+@pytest.mark.e2e
 def test_run_goes_through_a_dagster_run_and_reports_the_steps(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     assert specops(clean_env, diamond_root, "new", "diamond", "d1", "--request", "Go."
