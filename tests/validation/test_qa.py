@@ -366,16 +366,30 @@ def test_a_browser_page_is_opened_in_chromium_and_its_screenshot_and_text_are_sa
 
 
 @pytest.mark.e2e
-def test_without_chromium_the_pages_are_skipped_and_so_is_qa(tmp_path: Path) -> None:
+def test_without_chromium_the_pages_are_skipped_and_qa_says_what_did_pass(
+        tmp_path: Path) -> None:
     # the stand-in and the venv's python3 only: no chromium on this PATH
     env = {**standin("minimal-api", tmp_path / "dotnet.log"), "PATH": f"{STANDIN}:{VENV_BIN}"}
     env.pop("SPECOPS_CHROMIUM", None)
     repo, report = run(tmp_path, qa_of(probes=PROBES[:1], browser=[{"id": "home", "path": "/"}]),
                        env)
     assert (report.status, report.reason) == (
+        "passed", f"the application started on {report.url}; 1 probe(s) and 0 page(s) passed; "
+                  "page `home` skipped: /: Chromium is not installed (`apt-get install "
+                  "chromium`, or set SPECOPS_CHROMIUM) (it proves nothing about what it would "
+                  "have checked)")
+    assert [c.status for c in report.checks] == ["passed", "skipped"]
+    assert_nothing_left(tmp_path, repo, report.url)
+
+
+def test_without_chromium_and_probes_nothing_was_checked_and_qa_is_skipped(
+        tmp_path: Path) -> None:
+    env = {**standin("minimal-api", tmp_path / "dotnet.log"), "PATH": f"{STANDIN}:{VENV_BIN}"}
+    env.pop("SPECOPS_CHROMIUM", None)
+    repo, report = run(tmp_path, qa_of(browser=[{"id": "home", "path": "/"}]), env)
+    assert (report.status, report.reason) == (
         "skipped", "page `home` skipped: /: Chromium is not installed (`apt-get install "
                    "chromium`, or set SPECOPS_CHROMIUM)")
-    assert [c.status for c in report.checks] == ["passed", "skipped"]
     assert_nothing_left(tmp_path, repo, report.url)
 
 
@@ -742,8 +756,8 @@ def test_plan_build_review_with_the_built_in_pbr_qa_phase_passes_on_the_minimal_
                                                             ("home", "passed")])
         assert (root / "phases/p1/build/reviews/build-r1-qa/page-home.png").is_file()
     else:
-        assert (review.qa_status, checks) == ("skipped", [("health", "passed"),
-                                                             ("home", "skipped")])
+        assert (review.qa_status, checks) == ("passed", [("health", "passed"),
+                                                            ("home", "skipped")])
     assert (root / "phases/p1/build/reviews/build-r1-qa/probe-health.response.txt"
             ).read_text().endswith("\n\nok")
     assert git.Repo(root).git.worktree("list").count("\n") == 1  # main + p1; QA's is gone
