@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,9 +24,9 @@ from specops_dag.agent.codex import (
     CodexRun,
     agent_excludes,
     codex_argv,
+    expected_model,
     find_codex,
     run_codex,
-    run_model,
     secret_values,
 )
 from specops_dag.agent.prompt import (
@@ -104,6 +105,14 @@ class AttemptResult:
     raises_risk: bool = False  # the agent's risk.md names what the guard found: a person decides
     infra: tuple[InfraRetry, ...] = ()  # sessions of this attempt the provider failed, retried
     proof: ProofRecord | None = None  # the fail-before, pass-after proof of the step's tests
+
+
+def attempt_logs(folder: Path, attempt: int) -> Path:
+    """`<node or task folder>/validation/attempt-<n>/`: the validation logs and TRX of one
+    attempt, emptied first (a killed run's attempt of the same number left its own)."""
+    path = folder / "validation" / f"attempt-{attempt}"
+    shutil.rmtree(path, ignore_errors=True)
+    return path
 
 
 def cache_dirs(store: Store) -> dict[str, Path]:
@@ -377,16 +386,17 @@ def _one_session(store: Store, settings: AgentSettings, execution: Execution, co
         "usage": run.usage, "last_message": redact(run.last_message, secrets),
         "jsonl": redact(run.process.stdout, secrets),
         "stderr": redact(run.process.stderr, secrets)})
-    return CodexSession(run, usage_of(run, attempt, "generator", run_model(settings)), secrets)
+    return CodexSession(run, usage_of(run, attempt, "generator", expected_model(settings)), secrets)
 
 
 TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens")
 
 
 def usage_of(run: CodexRun, attempt: int, role: str, model: str | None = None) -> Usage:
-    """The tokens of one codex session, as the state records them."""
-    return Usage(attempt=attempt, thread_id=run.thread_id, role=role, model=model,
-                 **{k: run.usage.get(k, 0) for k in TOKEN_FIELDS})
+    """The tokens of one codex session, as the state records them, with the model and provider
+    codex reported for it; `model` (what the settings expect) only when codex reported none."""
+    return Usage(attempt=attempt, thread_id=run.thread_id, role=role, model=run.model or model,
+                 provider=run.provider, **{k: run.usage.get(k, 0) for k in TOKEN_FIELDS})
 
 
 def use_codex_home(store: Store, settings: AgentSettings, env: dict[str, str]) -> None:
@@ -439,7 +449,7 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     phase = catalog.phases[phase_id]
     spent = budget_spent(state, step, phase.execution.budget.tokens, phase_id, "evaluator",
                          phase_usd=phase.execution.budget.usd, prices=load_prices(store.root),
-                         model=run_model(settings))
+                         model=expected_model(settings))
     if spent:
         return AttemptResult(False, spent, environment=True, reason="budget")
     folder = node_dir(store, state.phase, step.name)
@@ -448,8 +458,9 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     lines = read_list(store.root, state, step, catalog, repo) + [
         f"{agent_path(store.root / ref.path, repo)} (sha256 {ref.sha256}) — the generator's "
         f"artifact `{art}`" for art, ref in generated.handoff.items()]
-    if (folder / "validation").is_dir():
-        lines.append(f"{agent_path(folder / 'validation', repo)}/ — the validation logs and TRX")
+    if (logs := folder / "validation" / f"attempt-{step.attempts}").is_dir():
+        lines.append(f"{agent_path(logs, repo)}/ — the validation logs and TRX of this attempt "
+                     "(earlier attempts' are beside it)")
     goal = phase.execution.goal
     if step.contract is not None and step.contract.agreed:
         lines.append(f"{agent_path(store.root / step.contract.path, repo)} (sha256 "
@@ -486,7 +497,7 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     usage = outcome.usage if outcome is first else first.usage.model_copy(update={
         k: getattr(first.usage, k) + getattr(outcome.usage, k) for k in TOKEN_FIELDS})
     record = outcome.record.model_copy(update={"usage": ReviewUsage.model_validate(
-        usage.model_dump(exclude={"role", "attempt", "task", "model"}))})
+        usage.model_dump(exclude={"role", "attempt", "task", "model", "provider"}))})
     evaluator_passed, evaluator_reason = record.verdict == "PASS", record.reason
     qa_failure = judge_with_qa(record, qa, store.root, repo)
     retries = first.retries + (outcome.retries if outcome is not first else ())
@@ -655,7 +666,7 @@ class ReviewSession:
                 path.write_text(redact(path.read_text(encoding="utf-8", errors="replace"),
                                        secrets), encoding="utf-8")
         base.with_name(base.name + ".last-message.md").write_text(said, encoding="utf-8")
-        usage = usage_of(run, self.round_no, "evaluator", run_model(settings))
+        usage = usage_of(run, self.round_no, "evaluator", expected_model(settings))
         transcript = base.with_name(base.name + ".jsonl").relative_to(store.root).as_posix()
         stop = run.environment_error or (run.infrastructure and "infrastructure: the "
                                          "evaluator's " + run.infrastructure)
@@ -741,9 +752,10 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
             f"{(step.base_commit or '')[:12]}"))
     config = layout_of(catalog, state, step)
     started = time.monotonic()
+    logs_dir = attempt_logs(folder, step.attempts)
     try:
         report = validate_attempt(step.validation, repo, delivery=state.phase,
-                                  base_commit=step.base_commit, log_dir=folder / "validation",
+                                  base_commit=step.base_commit, log_dir=logs_dir,
                                   env=step_env(store, state, step), config=config,
                                   baseline=baseline_for(store, step, config))
     except ToolMissing as err:  # no retry can install the SDK
@@ -754,8 +766,7 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
                              f"`specops resume {state.phase} {step.name}`", environment=True,
                              validation=report)
     if not report.passed:
-        logs = (f"\nvalidation logs: {agent_path(folder / 'validation', repo)}/"
-                if report.logs else "")
+        logs = (f"\nvalidation logs: {agent_path(logs_dir, repo)}/" if report.logs else "")
         return AttemptResult(False, failure_summary(report.describe() + unserved_advice(
             report, agent_path(folder / RISK_FILE, repo)) + logs), validation=report)
     guarded = guard_tests(store, state, step, repo, report)

@@ -27,6 +27,7 @@ from specops_dag.delivery.store import Store
 from specops_dag.errors import UsageError
 from specops_dag.execution.attempt import (
     AttemptResult,
+    attempt_logs,
     baseline_for,
     codex_session,
     layout_of,
@@ -417,13 +418,12 @@ def build_task(ctx: FanOut, state: Delivery, step: Step, rec: TaskRecord, view: 
                              f"the product (expected paths: {', '.join(rec.paths)})",
                              usage=usage)
     config = layout_of(ctx.catalog, state, step)
+    logs_dir = attempt_logs(folder, rec.attempts)
     report = validate_attempt(step.validation, tree, delivery=ctx.delivery,
-                              base_commit=rec.base_commit,
-                              log_dir=folder / "validation", env=env, config=config,
-                              baseline=baseline_for(ctx.store, step, config))
+                              base_commit=rec.base_commit, log_dir=logs_dir, env=env,
+                              config=config, baseline=baseline_for(ctx.store, step, config))
     if not report.passed:
-        logs = (f"\nvalidation logs: {agent_path(folder / 'validation', tree)}/"
-                if report.logs else "")
+        logs = f"\nvalidation logs: {agent_path(logs_dir, tree)}/" if report.logs else ""
         return AttemptResult(False, failure_summary(report.describe() + logs), usage=usage,
                              validation=report)
     broken = judge(rec.contract, report)

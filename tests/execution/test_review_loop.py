@@ -22,7 +22,8 @@ from ..support.agents import (
 pytestmark = pytest.mark.e2e
 
 # What the evaluator's READ and SKILLS name, as the literal agent read them before each verdict.
-EVALUATOR_READS = ["phases/d1/request.md", "phases/d1/write/notes.md", "phases/d1/write/validation/",
+# (`validation: none`: no validation logs to read)
+EVALUATOR_READS = ["phases/d1/request.md", "phases/d1/write/notes.md",
                    "phases/d1/snapshot/skills/c-eval-skill/SKILL.md"]
 
 
