@@ -125,7 +125,8 @@ def assemble_prompt(root: Path, state: Delivery, step: Step, catalog: Catalog,
     parts.append(PromptPart("common work rules", "built-in:workflow_defs/work-rules.md",
                             WORK_RULES.read_text(encoding="utf-8")))
     for rel in context_paths(state, step, tree, shown=cwd):
-        parts.append(PromptPart("context", rel, read_text(tree / rel, rel)))
+        parts.append(PromptPart("context", rel, f"# Context file {rel} (the step's "
+                                f"context_files)\n\n" + read_text(tree / rel, rel)))
     handoff = delivery_handoff(state, tree)
     if handoff is not None:
         parts.append(handoff)
@@ -158,7 +159,8 @@ def delivery_handoff(state: Delivery, tree: Path) -> PromptPart | None:
     sha = sha256_file(path)
     if not any(s.status == "completed" and s.delivery_handoff == sha for s in state.steps):
         return None
-    return PromptPart("delivery handoff", rel, read_text(path, rel))
+    return PromptPart("delivery handoff", rel, f"# Delivery handoff {rel} (as the last "
+                      "completed step left it)\n\n" + read_text(path, rel))
 
 
 def read_text(path: Path, shown: str) -> str:

@@ -40,6 +40,10 @@ def test_the_prompt_parts_come_in_the_seed_order(tmp_path: Path) -> None:
         ("previous failure", None),
         ("current step", None)]
     assert prompt.parts[0].text == "# Agents\nBe precise.\n"
+    assert prompt.parts[2].text == ("# Context file docs/arch.md (the step's context_files)\n\n"
+                                    "# Architecture\n")
+    assert prompt.parts[3].text == ("# Delivery handoff docs/phase/d1/handoff.md (as the last "
+                                    "completed step left it)\n\n# H\n")
     assert prompt.parts[4].text == ("# Previous attempt failed\n\nexit 0 but required artifacts "
                                     "are missing")
     assert prompt.text == "\n\n".join(p.text for p in prompt.parts)
@@ -194,7 +198,8 @@ def test_dry_run_prints_each_path_with_its_chars_and_changes_nothing(tmp_path: P
                            else f"({p['label']})") for p in parts]
     assert lines[-1] == f"total prompt: {as_json['total_chars']} chars"
     assert parts[0]["chars"] == len("# Agents\nBe precise.\n")
-    assert parts[2]["chars"] == len("# Architecture\n")
+    assert parts[2]["chars"] == len("# Context file docs/arch.md (the step's context_files)\n\n"
+                                    "# Architecture\n")
 
 
 def test_dry_run_reads_only_its_steps_phase_so_a_broken_later_phase_fails_only_its_own_dry_run(
