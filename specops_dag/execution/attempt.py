@@ -458,6 +458,9 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     lines = read_list(store.root, state, step, catalog, repo) + [
         f"{agent_path(store.root / ref.path, repo)} (sha256 {ref.sha256}) — the generator's "
         f"artifact `{art}`" for art, ref in generated.handoff.items()]
+    lines += [f"{agent_path(store.root / r.report, repo)} — the report of review round {r.round} "
+              f"({r.verdict}): check whether each of its findings was fixed"
+              for r in step.reviews if r.report and (store.root / r.report).is_file()]
     if (logs := folder / "validation" / f"attempt-{step.attempts}").is_dir():
         lines.append(f"{agent_path(logs, repo)}/ — the validation logs and TRX of this attempt "
                      "(earlier attempts' are beside it)")

@@ -49,9 +49,12 @@ def test_a_block_then_a_pass_completes_in_round_two_with_the_review_as_feedback(
     assert second.review["verdict"] == "PASS"
     assert step.summary == wrote("write", "notes.md")
     evaluator = [[r["literal"] for r in a] for a in attempts(tmp_path, "write.review")]
-    assert evaluator == [[{"action": "read", "paths": EVALUATOR_READS},
-                          {"action": "review", "criteria": ["complete", "clear"],
-                           "verbatim": True}]] * 2  # each round read the generator's notes first
+    reviewed = {"action": "review", "criteria": ["complete", "clear"], "verbatim": True}
+    assert evaluator == [  # each round read the generator's notes first, round 2 also round 1's
+        [{"action": "read", "paths": EVALUATOR_READS}, reviewed],
+        [{"action": "read", "paths": [*EVALUATOR_READS[:2],
+                                      "phases/d1/write/reviews/write-r1-report.md",
+                                      EVALUATOR_READS[2]]}, reviewed]]
 
 
 def test_max_rounds_without_a_pass_is_an_error(tmp_path: Path) -> None:
