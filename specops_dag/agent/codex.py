@@ -210,15 +210,16 @@ WRITE_PROFILE = "specops_write"
 
 
 def sandbox_args(sandbox: str, workdir: Path, add_dirs: tuple[Path, ...], network: bool,
-                 tmpdir: str | None = None) -> list[str]:
+                 tmpdir: str | None = None, read_only: tuple[Path, ...] = ()) -> list[str]:
     """The sandbox of one session. A writing session without network runs under a permission
-    profile: `/` read, the worktree, the extra roots, `/tmp` (and `$TMPDIR`) writable, the
-    worktree's `.git` and `.codex` read-only, and the network routed through codex's managed
-    proxy that allows no domain. `-s workspace-write` alone would deny bind/listen/connect on
-    every socket (codex's Restricted seccomp mode), so MSBuild's node pipes and `dotnet test`'s
-    testhost connection fail; the profile's proxy-routed mode lets local sockets and loopback
-    work in an isolated network namespace, and nothing leaves it. Read-only sessions and
-    sessions whose phase asks for network keep codex's `-s` modes."""
+    profile: `/` read; the worktree, the extra roots, `/tmp` (and `$TMPDIR`) writable; inside
+    them the worktree's `.git` and `.codex` and the `read_only` folders (the delivery's own
+    records: other nodes' handoffs, its state) read-only; the network routed through codex's
+    managed proxy that allows no domain. `-s workspace-write` alone would deny bind, listen and
+    connect on every socket (codex's Restricted seccomp mode), so MSBuild's node pipes and
+    `dotnet test`'s testhost connection fail; the profile's proxy-routed mode lets local sockets
+    and loopback work in an isolated network namespace, and nothing leaves it. Read-only
+    sessions and sessions whose phase asks for network keep codex's `-s` modes."""
     if sandbox != "workspace-write" or network:
         argv = ["-s", sandbox]
         if network and sandbox == "workspace-write":
@@ -233,6 +234,8 @@ def sandbox_args(sandbox: str, workdir: Path, add_dirs: tuple[Path, ...], networ
         paths[str(root)] = "write"
     paths[str(workdir / ".git")] = "read"
     paths[str(workdir / ".codex")] = "read"
+    for folder in read_only:  # a more specific writable root inside it (the node folder) wins
+        paths.setdefault(str(folder), "read")
     filesystem = ", ".join(f"{toml_string(k)}={toml_string(v)}" for k, v in paths.items())
     network_table = ("{enabled=true, domains={}, allow_local_binding=true, "
                      "dangerously_allow_all_unix_sockets=true}")
@@ -245,12 +248,12 @@ def sandbox_args(sandbox: str, workdir: Path, add_dirs: tuple[Path, ...], networ
 def codex_argv(codex_bin: str, *, sandbox: str, workdir: Path, last_message: Path,
                settings: AgentSettings, delivery: str, node: str, idle_timeout_s: int,
                add_dirs: tuple[Path, ...] = (), network: bool = False,
-               tmpdir: str | None = None) -> list[str]:
+               tmpdir: str | None = None, read_only: tuple[Path, ...] = ()) -> list[str]:
     """The exact `codex exec` command line of one attempt; the prompt goes on stdin (`-`).
     The product sends AGENTS.md itself, so codex's own injection of it is off; the sandbox is
     `sandbox_args`'s."""
     argv = [codex_bin, "exec", "--json", *sandbox_args(sandbox, workdir, add_dirs, network,
-                                                       tmpdir),
+                                                       tmpdir, read_only),
             "-C", str(workdir), "-o", str(last_message),
             "--skip-git-repo-check", *environment_policy(agent_excludes(settings)),
             "-c", "project_doc_max_bytes=0",

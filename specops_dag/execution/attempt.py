@@ -368,7 +368,8 @@ def _one_session(store: Store, settings: AgentSettings, execution: Execution, co
                       workdir=cwd,
                       last_message=last, settings=settings, delivery=delivery, node=label,
                       idle_timeout_s=execution.idle_timeout_s, add_dirs=extra,
-                      network=execution.network, tmpdir=env.get("TMPDIR"))
+                      network=execution.network, tmpdir=env.get("TMPDIR"),
+                      read_only=(store.delivery_dir(delivery).resolve(),))
     use_codex_home(store, settings, env)
     with tempfile.TemporaryDirectory(prefix=".attempt-", dir=folder) as scratch:
         run = run_codex(argv, prompt, workdir=cwd, env=env, timeout_s=execution.timeout_s,

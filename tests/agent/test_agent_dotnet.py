@@ -84,3 +84,34 @@ def test_in_the_writing_sandbox_the_network_and_the_worktrees_git_stay_closed(
     assert seen[out] == ('exec_command failed: ProcessFailed { message: "Network access to '
                          '\\"example.com\\" was blocked: domain is not on the allowlist for the '
                          'current sandbox mode." }')
+
+
+@pytest.mark.e2e
+def test_a_downstream_agent_cannot_rewrite_an_upstream_handoff_even_under_a_writable_tmp(
+        tmp_path: Path) -> None:
+    root = agentic_git_harness(tmp_path)  # under /tmp, which the sandbox makes writable
+    store = create(root, None)
+    notes = (root / "phases/d1/write/notes.md").resolve()
+    state_file = (root / "phases/d1/index.json").resolve()
+    rewrite = f"printf 'forged' > {notes}"
+    edit = f"printf '{{}}' > {state_file}"
+    with replay(tmp_path, {"write": [{"literal": {}}],
+                           "review": [{"literal": {"before": [{"shell": rewrite},
+                                                              {"shell": edit}]}}]}) as server:
+        settings = settings_for(server, tmp_path)
+        assert run_step(store, "d1", "write", settings=settings).status == "completed"
+        before = notes.read_bytes()
+        review = run_step(store, "d1", "review", settings=settings)
+    assert review.status == "completed", review.message  # its own node folder stays writable
+    seen = {}
+    for request in attempts(tmp_path, "review")[0]:
+        calls = {}
+        for item in request["input"]:
+            if item.get("type") == "function_call" and item.get("name") == "exec_command":
+                calls[item["call_id"]] = json.loads(item["arguments"])["cmd"]
+            elif item.get("type") == "function_call_output" and item.get("call_id") in calls:
+                seen[calls[item["call_id"]]] = str(item.get("output"))
+    for command in (rewrite, edit):
+        assert "Process exited with code 1" in seen[command], seen[command]
+        assert "Read-only file system" in seen[command], seen[command]
+    assert notes.read_bytes() == before

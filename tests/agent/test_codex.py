@@ -410,3 +410,14 @@ def test_the_writing_profile_adds_tmpdir_and_every_extra_root_as_writable(tmp_pa
         f'permissions.specops_write={{filesystem={{"/"="read", "/tmp"="write", '
         f'"{tmp_path}/t"="write", "{tmp_path}/w"="write", "{tmp_path}/node"="write", '
         f'"{tmp_path}/w/.git"="read", "{tmp_path}/w/.codex"="read"}}, ')
+
+
+def test_the_delivery_folder_is_read_only_in_the_profile_but_the_nodes_own_folder_is_not(
+        tmp_path: Path) -> None:
+    delivery = tmp_path / "phases/d1"
+    args = sandbox_args("workspace-write", tmp_path / "w", (delivery / "review",), False,
+                        read_only=(delivery,))
+    assert f'"{delivery / "review"}"="write"' in args[1]
+    assert args[1].endswith(f'"{tmp_path}/w/.codex"="read", "{delivery}"="read"}}, '
+                            "network={enabled=true, domains={}, allow_local_binding=true, "
+                            "dangerously_allow_all_unix_sockets=true}}")
