@@ -202,10 +202,11 @@ def status(ctx, delivery: str | None, as_json: bool) -> None:
     store = store_of(ctx)
     if delivery is None:
         index = store.read_index()
+        problems = unreadable(store, [e.id for e in index.deliveries])
         if as_json:
-            click.echo(json.dumps(index.model_dump(), indent=2))
+            click.echo(json.dumps({**index.model_dump(), "unreadable": problems}, indent=2))
             return
-        click.echo(render_index(index.deliveries))
+        click.echo(render_index(index.deliveries, problems))
         return
     check_delivery_id(delivery)
     state = store.read(delivery)
@@ -214,6 +215,20 @@ def status(ctx, delivery: str | None, as_json: bool) -> None:
         click.echo(json.dumps({**state.model_dump(by_alias=True), **report}, indent=2))
         return
     click.echo(render_status(state, report))
+
+
+def unreadable(store: Store, deliveries: list[str]) -> dict[str, str]:
+    """The deliveries whose state file cannot be read, with why: the list of deliveries is a
+    summary, and a broken state file must not show there as what the summary last said."""
+    from specops_dag.errors import StateError
+
+    problems = {}
+    for name in deliveries:
+        try:
+            store.read(name)
+        except StateError as err:
+            problems[name] = err.message
+    return problems
 
 
 @main.command()

@@ -393,12 +393,15 @@ def risk_lines(state: Delivery, risks: list[dict]) -> list[str]:
             f"{state.phase} risk --reject --note ...`)"]
 
 
-def render_index(entries: list) -> str:
-    """`specops status` with no delivery: one line per delivery, or how to create the first."""
+def render_index(entries: list, unreadable: dict[str, str] | None = None) -> str:
+    """`specops status` with no delivery: one line per delivery, or how to create the first; a
+    delivery whose state file cannot be read says so instead of its last known status."""
     if not entries:
         return ("no deliveries yet; create one with `specops new WORKFLOW DELIVERY --request "
                 "TEXT`")
-    return "\n".join(f"{e.id:<24} {e.workflow:<18} {e.status:<10} updated {e.updated_at}"
+    broken = unreadable or {}
+    return "\n".join(f"{e.id:<24} {e.workflow:<18} unreadable: {broken[e.id]}" if e.id in broken
+                     else f"{e.id:<24} {e.workflow:<18} {e.status:<10} updated {e.updated_at}"
                      for e in entries)
 
 

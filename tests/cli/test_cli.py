@@ -179,6 +179,22 @@ def test_status_lists_deliveries_and_shows_steps_with_next_actions(
                                                       "pending"]
 
 
+def test_the_delivery_list_says_a_garbage_state_file_is_unreadable_not_its_last_status(
+        diamond_root: Path, clean_env: dict[str, str]) -> None:
+    store = make_delivery(diamond_root)
+    for node in "abcd":
+        complete(store, "d1", node)
+    store.index_path("d1").write_text("{ not json")
+    listing = specops(clean_env, diamond_root, "status")
+    assert listing.returncode == 0, listing.stderr
+    assert listing.stdout.splitlines() == [
+        "d1                       diamond            unreadable: phases/d1/index.json: not valid "
+        "JSON (Expecting property name enclosed in double quotes: line 1 column 3 (char 2)); "
+        "restore it from git"]
+    as_json = json.loads(specops(clean_env, diamond_root, "status", "--json").stdout)
+    assert list(as_json["unreadable"]) == ["d1"]
+
+
 def test_status_of_an_unknown_delivery_exits_2(tmp_path: Path,
                                                clean_env: dict[str, str]) -> None:
     result = specops(clean_env, tmp_path, "status", "ghost")
