@@ -66,7 +66,7 @@ from specops_dag.delivery.model import (
 from specops_dag.delivery.pricing import load_prices
 from specops_dag.delivery.queries import RISK_FILE, accepted_risks, agent_path
 from specops_dag.delivery.store import Store
-from specops_dag.errors import ToolMissing
+from specops_dag.errors import ToolMissing, UsageError
 from specops_dag.files import now_iso, redact, sha256_file, write_json_atomic
 from specops_dag.process import run_process
 from specops_dag.validation import ValidationReport, validate_attempt
@@ -166,6 +166,27 @@ def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
         return AttemptResult(False, f"environment error: {err.message}", environment=True,
                              preflight=step.preflight if checked else None)
     return replace(result, preflight=step.preflight) if checked is not None else result
+
+
+def check_snapshot(store: Store, state: Delivery) -> None:
+    """Every file `specops new` froze into `phases/<d>/snapshot/` still has its recorded sha256:
+    a delivery runs only the definitions it was created with. Raises UsageError naming the
+    first file that changed or went missing."""
+    folder = store.delivery_dir(state.phase)
+    frozen = [(f.copy_path, f.sha256) for f in state.snapshot.files]
+    frozen += [(s.path, s.sha256) for bound in state.snapshot.skills.values() for s in bound]
+    for rel, sha in dict.fromkeys(frozen):
+        path = folder / rel
+        now = sha256_file(path) if path.is_file() else None
+        if now == sha:
+            continue
+        shown = f"phases/{state.phase}/{rel}"
+        what = ("is missing" if now is None else f"changed since `specops new` froze it (sha256 "
+                f"{now[:12]}, frozen {sha[:12]})")
+        back = (f"`git show {state.branch}:{shown}` has it as it was, if a metadata commit "
+                "holds it" if state.branch else "put it back as it was")
+        raise UsageError(f"{shown} {what}: a delivery runs only the definitions it was created "
+                         f"with; {back}, or create a new delivery for the new definitions")
 
 
 def preflight_cache(store: Store) -> Path:

@@ -41,7 +41,13 @@ from specops_dag.delivery.queries import (
 )
 from specops_dag.delivery.store import Store
 from specops_dag.errors import DefinitionError, SpecopsError, UsageError, WriteConflict
-from specops_dag.execution.attempt import AttemptResult, already_decided, risk_files, run_attempt
+from specops_dag.execution.attempt import (
+    AttemptResult,
+    already_decided,
+    check_snapshot,
+    risk_files,
+    run_attempt,
+)
 from specops_dag.execution.evidence import write_evidence
 from specops_dag.execution.fanout import load_tasks, remove_task_trees
 from specops_dag.files import now_iso, sha256_file
@@ -190,6 +196,7 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
         if early is not None:
             return early
         catalog = snapshot_catalog(store, state)
+        check_snapshot(store, state)  # raises UsageError: the transaction writes nothing
         refusal = _refusal(catalog, step)
         if refusal:
             return StepOutcome("error", node, f"{refusal}; nothing was run and the step stays "
