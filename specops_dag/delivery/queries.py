@@ -73,9 +73,12 @@ def target_of(root: Path, state: Delivery) -> Path:
 
 
 def is_git_target(target: Path) -> bool:
-    """A target with its own `.git` (folder or worktree file) works on a feat-<d> worktree; any
-    other folder is a plain target the agent changes in place."""
-    return (target / ".git").exists()
+    """A target with its own `.git` (a repository folder with a HEAD, or a worktree's file) works
+    on a feat-<d> worktree; any other folder is a plain target the agent changes in place. An
+    empty `.git` folder is not a repository: codex's sandbox leaves one behind in a plain
+    folder when a command of it is killed."""
+    git = target / ".git"
+    return git.is_file() or (git / "HEAD").is_file()
 
 
 def work_path(root: Path, state: Delivery, step: Step | None = None) -> Path:

@@ -346,6 +346,19 @@ def test_a_plain_folder_target_runs_in_place_without_commits(diamond_root: Path)
     assert (state.worktree, state.get_step("a").commits) == (None, {})
 
 
+def test_an_empty_git_folder_a_killed_sandbox_left_in_a_plain_target_is_no_repository(
+        diamond_root: Path) -> None:
+    os.environ.setdefault("CALLS", "/dev/null")
+    store = Store(diamond_root)
+    ops.new_delivery(store, load_catalog(definition_roots(diamond_root),
+                                         display_base=diamond_root), "diamond", "d1", "x")
+    for leftover in (".git", ".codex", ".agents", ".aws"):  # as codex's bwrap mounts them
+        (diamond_root / leftover).mkdir()
+    assert [run_step(store, "d1", n).status for n in "ab"] == ["completed", "completed"]
+    state = store.read("d1")
+    assert (state.worktree, state.get_step("b").commits) == (None, {})
+
+
 def test_the_target_repositorys_git_hooks_never_run_for_specops_commits(
         tmp_path: Path, calls: Path) -> None:
     root, _ = git_harness(tmp_path)
