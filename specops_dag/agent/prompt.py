@@ -296,11 +296,12 @@ def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
                                                     1)]
     if len(out) == 5:
         out.append("(no upstream handoffs)")
-    skills = skill_lines(root, state, step.phase, cwd)
-    if skills:
+    skills = skill_lines(root, state, step.phase, cwd) if contract is None else []
+    if skills:  # a contract session builds nothing: the build's skills are not its to follow
         out += ["", "SKILLS (from the delivery snapshot):", *skills]
     goal = phase.execution.goal.strip().replace("<delivery>", state.phase)
-    out += ["", "TASK:", goal.replace("<node>", step.name)]
+    out += ["", "TASK:" if contract is None else "TASK of the build that follows (this session "
+            "only writes its contract):", goal.replace("<node>", step.name)]
     if task is not None:
         out += task_lines(task)
     step_file = root / "phases" / state.phase / f"step{step.step}.md"

@@ -249,6 +249,8 @@ def parse_report(body: str, thresholds: dict[str, int]) -> tuple[str, dict[str, 
             plain = _plain(re.sub(r"^(?:(?:[-+*]|\d+[.)])\s+|#+\s*|>\s*)+", "", line))
             if m := VERDICT_LINE.match(plain) or VERDICT_BARE.match(plain):
                 verdicts.append(m["verdict"])
+            elif not ids and re.match(r"SCORE\b", plain):
+                continue  # no criteria declared (a contract review): the VERDICT alone decides
             elif re.match(r"SCORE\b", plain) or ((m := SCORE_LINE.match(plain))
                                                  and _id(m["id"]).lower() in ids):
                 m = SCORE_LINE.match(plain)
@@ -301,7 +303,7 @@ def _table_row(cells: list[str], ids: dict[str, str], column: int, verdicts: lis
         cid = ids.get(_id(m["id"]).lower())
         if cid is not None:
             add(cid, _score(cid, cells[1], whole=True), keyword=True)
-        elif head.startswith("SCORE"):
+        elif head.startswith("SCORE") and ids:
             raise _Unreadable(f"SCORE for unknown criterion `{_id(m['id'])}` (criteria: "
                               f"{', '.join(ids.values()) or 'none'})")
     elif (cid := ids.get(_id(head).lower())) is not None:

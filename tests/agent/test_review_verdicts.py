@@ -118,3 +118,13 @@ def test_a_decorated_pass_under_a_threshold_is_a_block_naming_the_criterion(
     assert review.failures == ("correctness",)
     assert review.reason == ("hard thresholds overrule the evaluator's PASS: under threshold: "
                              "correctness 7/8")
+
+
+def test_without_declared_criteria_score_lines_are_ignored_and_the_verdict_decides(
+        tmp_path: Path) -> None:
+    # a contract review: the evaluator's own skill asks for SCORE lines, the contract has none
+    report = tmp_path / "write-contract-r1-report.md"
+    report.write_text("VERDICT: PASS\nSCORE acceptance-criteria-covered: 9 — the tests are named\n"
+                      "FINDINGS:\n- none\n")
+    review = read_review(report, ())
+    assert (review.verdict, review.scores, review.failures) == ("PASS", {}, ())

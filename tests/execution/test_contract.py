@@ -100,6 +100,9 @@ def test_a_contract_round_trip_agrees_in_round_two_and_the_build_is_judged_again
     assert "The evaluator did not agree with your previous contract: name a test of the " \
            "fixture; the evaluator's report: " in second
     assert "CONTRACT FIRST (round 2 of 2): this session builds nothing." in second
+    # it is not told to build, nor pointed at the build's skills
+    assert "\nTASK of the build that follows (this session only writes its contract):\n" in second
+    assert "\nTASK:\n" not in second and "SKILLS (from the delivery snapshot):" not in second
     review = (folder / "contract-r2-review-prompt.md").read_text()
     assert "review of the contract of `write` (contract round 2 of 2" in review
     build = (folder / "prompt.md").read_text()
