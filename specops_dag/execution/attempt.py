@@ -173,7 +173,8 @@ def check_snapshot(store: Store, state: Delivery) -> None:
     a delivery runs only the definitions it was created with. Raises UsageError naming the
     first file that changed or went missing."""
     folder = store.delivery_dir(state.phase)
-    frozen = [(f.copy_path, f.sha256) for f in state.snapshot.files]
+    # (the skill-graph's sha256 is its source's: its copy keeps only the bound edges)
+    frozen = [(f.copy_path, f.sha256) for f in state.snapshot.files if f.kind != "skill-graph"]
     frozen += [(s.path, s.sha256) for bound in state.snapshot.skills.values() for s in bound]
     for rel, sha in dict.fromkeys(frozen):
         path = folder / rel
