@@ -41,9 +41,9 @@ def state_context(event: str, env: dict[str, str]) -> str | None:
     except Exception as err:  # fail open, the deadline running out included; never block
         deadline.close()
         return (f"<workflow-state>\nspecops hook {event} could not read the workflow state "
-                f"({type(err).__name__}: {clip(str(err), 300)}). Run `specops status` (and "
-                "`specops status <delivery>`) and continue from its output; do not guess the "
-                "current step from the chat history or from other deliveries.\n"
+                f"({type(err).__name__}: {clip(str(err), 300)}). Continue the step your prompt "
+                "names; do not guess the current step from the chat history or from other "
+                "deliveries.\n"
                 "</workflow-state>")
 
 

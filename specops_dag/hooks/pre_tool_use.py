@@ -146,5 +146,6 @@ def tdd_reason(walk: Walk, env: dict[str, str]) -> str | None:
         return None
     more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
     return (f"TDD: C# product code needs a matching test file first: {'; '.join(missing[:3])}"
-            f"{more}. Write the failing test first, or list the path with a reason in "
-            f"tdd.exclude of {os.path.join(root, tdd.CONFIG)}")
+            f"{more}. Write the failing test first (apply_patch may add it and the product "
+            "file together); if the file needs no test, say why in the file the current step "
+            "names under RISK, and a person decides")

@@ -1,12 +1,17 @@
 """What the PreToolUse hook denies (seed 001 §7), in one auditable file: recursive and wildcard
-deletes of guarded paths (`rm`, `find`), history-rewriting and work-discarding git, `dd` onto a
-disk, `dotnet ef database drop`, SQL that destroys tables or rows, `mkfs`, interactive database
-shells and F# sessions, and the labels of the guarded paths. Each rule takes the `walk.Walk`
-that read the command and returns the deny reason or None; it never parses command text itself
-and imports only the standard library and `shell`."""
+deletes of guarded paths and bulk deletes inside the repository, the harness root or the target
+other than of build output and the node folder's scratch (`rm`, `find`, `git rm`), deletes of
+paths computed at run time, history-rewriting and work-discarding git, `dd` onto a disk,
+`dotnet ef database drop`, SQL that destroys tables or rows, `mkfs`, interactive database shells
+and F# sessions, and the labels of the guarded paths. Each rule takes the `walk.Walk` that read
+the command and returns the deny reason or None; each alternative a reason suggests is one the
+agent can run in its sandbox (read-only `.git`, no network) and this hook allows
+(tests/hooks/test_deny_alternatives.py). It never parses command text itself and imports only
+the standard library and `shell`."""
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 
@@ -39,6 +44,22 @@ SQLITE_READ = re.compile(r"\.read\s+(\S+)")
 SQL_INPUT_FLAGS = {"-c", "--command", "-e", "--execute", "-f", "--file", "-i", "--input-file",
                    "-q", "-Q", "--query", "-cmd", "-E"}
 SQL_POSITIONAL = {"sqlite3", "duckdb", "litecli"}
+# Folders a bulk delete may take inside the repository: build output, rebuilt by `dotnet build`.
+BUILD_OUTPUT = {"bin", "obj", "testresults", "node_modules"}
+FIND_ONE_ARG = {"-type", "-xtype", "-size", "-user", "-group", "-perm", "-newer", "-mtime",
+                "-mmin", "-atime", "-amin", "-ctime", "-cmin", "-maxdepth", "-mindepth", "-links",
+                "-inum", "-samefile", "-fstype", "-uid", "-gid", "-used", "-lname", "-ilname",
+                "-context", "-printf", "-fprint", "-fprint0", "-fls", "-regextype",
+                "-files0-from", "-anewer", "-cnewer"}  # and -newerXY (-newermt …)
+FIND_EXEC = {"-exec", "-execdir", "-ok", "-okdir"}
+DELETERS = {"rm", "unlink", "shred"}
+# What every delete reason suggests instead (the worktree's `.git` is read-only and codex itself
+# rejects `rm -f`, so neither `git rm`/`git clean` nor `rm -rf` is an alternative).
+DELETE_INSTEAD = ("delete single files by name (`rm <file>`, or apply_patch "
+                  "`*** Delete File: <file>`) and build output by folder (`rm -r bin`)")
+KEEP = "to keep a file's changes, copy it aside (`cp <file> /tmp/`)"
+UNDO = "to undo a file's changes, run `git show HEAD:<file> > <file>`"
+PUSH_NOTHING = "the product commits and pushes after validation: push nothing"
 INTERACTIVE = ("starts an interactive {what}; what is typed into it later never reaches this "
                "hook, so it is denied: run each command directly (e.g. `bash -c '…'`, "
                "`python3 script.py`, `psql -c '…'`)")
@@ -72,34 +93,151 @@ def rm(walk: Walk, words: list[str]) -> str | None:
             recursive |= "r" in arg or "R" in arg
         else:
             targets.append(arg)
-    for path in (p for target in targets for p in walk.paths(target)):
-        what = glob_label(walk, path) if GLOB.search(path) else recursive and label(walk, path)
-        if what:
-            return (f"`{shown(words)}` deletes {what}; delete only specific paths inside the "
-                    "repository, e.g. `rm -rf bin obj`")
+    for target in targets:
+        why = computed(walk, target) or next(filter(None, (
+            delete_reason(walk, p, recursive) for p in walk.paths(target))), None)
+        if why:
+            return f"`{shown(words)}` {why}; {DELETE_INSTEAD}"
+    return None
+
+
+def computed(walk: Walk, word: str) -> str | None:
+    if walk.known(word) and walk.paths(word):
+        return None
+    return "deletes a path computed at run time, which the hook cannot check"
+
+
+def delete_reason(walk: Walk, path: str, recursive: bool) -> str | None:
+    """What deleting `path` (recursively, or every file its wildcard matches) would destroy."""
+    if GLOB.search(path):
+        if what := glob_label(walk, path):
+            return f"deletes {what}"
+        place = bulk_place(walk, path)
+        return place and f"deletes every file of {place[1]} that `{place[0]}` matches"
+    if not recursive:
+        return None  # one file, by name
+    if what := label(walk, path):  # a worktree's `.git` is a file
+        return f"deletes {what}"
+    if os.path.isfile(path) or os.path.islink(path):
+        return None
+    place = bulk_place(walk, path)
+    return place and f"deletes the folder `{place[0]}` of {place[1]} with every file in it"
+
+
+def bulk_place(walk: Walk, path: str) -> tuple[str, str] | None:
+    """(path relative to it, label) of the repository, target or harness root `path` is in,
+    unless it is build output or scratch in the node folder, the only places a delete may take
+    files in bulk: anywhere else they may be tracked work, and the hook cannot tell."""
+    if walk.scratch and path.startswith(walk.scratch + "/"):
+        return None
+    for tree, what in walk.trees:
+        if path == tree or path.startswith(tree + "/"):
+            rel = path[len(tree) + 1:]
+            if BUILD_OUTPUT.isdisjoint(p.lower() for p in rel.split("/")) or not rel:
+                return rel or ".", what
+            return None
+    for tree, what in walk.trees:
+        if tree.startswith(path.rstrip("/") + "/"):
+            return ".", what
     return None
 
 
 def find(walk: Walk, words: list[str]) -> str | None:
     args = words[1:]
-    k = next((i for i, a in enumerate(args) if a[:1] in "-(!"), len(args))
-    starts, expr = args[:k] or ["."], args[k:]
-    deletes = "-delete" in expr
+    k = 0
+    while k < len(args) and (args[k] in ("-H", "-L", "-P") or args[k].startswith("-O")):
+        k += 1
+    end = next((i for i in range(k, len(args)) if args[i][:1] in "-(!"), len(args))
+    starts, expr = args[k:end] or ["."], args[end:]
     for i, arg in enumerate(expr):
-        if arg in ("-exec", "-execdir", "-ok", "-okdir"):
-            end = next((j for j in range(i + 1, len(expr)) if expr[j] in (";", "+")),
-                       len(expr))
-            inner = expr[i + 1:end]
-            deletes |= bool(inner) and command_name(inner[0]) == "rm"
+        if arg in FIND_EXEC:  # `{}` is each file found, which the delete check below covers
+            inner = [w for w in exec_words(expr, i) if "{}" not in w]
             if inner and (reason := walk.check(inner, Cmd())):
                 return reason
+    if not FindExpr(walk, expr).unsafe:
+        return None
     filtered = any(a in NAME_TESTS and not CATCH_ALL.fullmatch(b)
                    for a, b in zip(expr, expr[1:], strict=False))
-    for path in (p for s in starts for p in walk.paths(s)) if deletes and not filtered else []:
-        if what := label(walk, path):
-            return (f"`{shown(words)}` deletes everything in {what}; add a -name or -path "
-                    "test that names what to delete")
+    for start in starts:
+        if why := computed(walk, start):
+            return f"`{shown(words)}` {why}; {DELETE_INSTEAD}"
+        for path in walk.paths(start):
+            what = label(walk, path)
+            if what and not filtered:
+                return f"`{shown(words)}` deletes everything in {what}; {DELETE_INSTEAD}"
+            if place := bulk_place(walk, path):
+                under = f" under `{place[0]}`" if place[0] != "." else ""
+                return (f"`{shown(words)}` deletes files of {place[1]}{under} in bulk; "
+                        f"{DELETE_INSTEAD}")
     return None
+
+
+def exec_words(expr: list[str], i: int) -> list[str]:
+    """The command of the `-exec` (or -execdir, -ok, -okdir) at `expr[i]`."""
+    end = next((j for j in range(i + 1, len(expr)) if expr[j] in (";", "+")), len(expr))
+    return expr[i + 1:end]
+
+
+class FindExpr:
+    """A find expression, read for one question (`unsafe`): may a delete action (-delete, or
+    -exec of rm, unlink or shred) run on a file that no build-output name test (`-name bin`,
+    `-path '*/obj/*'`) chose? `!`, `-o` and `,` are followed; what it cannot read is unsafe."""
+
+    def __init__(self, walk: Walk, expr: list[str]) -> None:
+        self.walk, self.expr, self.i = walk, expr, 0
+        _, self.unsafe = self.alternatives(False)
+        if self.i < len(expr):  # a stray `)`: the rest cannot be read
+            self.unsafe = self.unsafe or any(self.deletes(j) for j in range(len(expr)))
+
+    def peek(self) -> str | None:
+        return self.expr[self.i] if self.i < len(self.expr) else None
+
+    def alternatives(self, chosen: bool) -> tuple[bool, bool]:
+        """(true only for build output, a delete may run elsewhere) of `a -o b` or `a , b`."""
+        only_build, unsafe = self.sequence(chosen)
+        while self.peek() in ("-o", "-or", ","):
+            op = self.expr[self.i]
+            self.i += 1
+            build, risky = self.sequence(chosen)
+            only_build = only_build and build if op != "," else build
+            unsafe = unsafe or risky
+        return only_build, unsafe
+
+    def sequence(self, chosen: bool) -> tuple[bool, bool]:
+        only_build, unsafe = self.term(chosen)
+        while self.peek() not in (None, ")", "-o", "-or", ","):
+            self.i += self.peek() in ("-a", "-and")
+            build, risky = self.term(chosen or only_build)
+            only_build, unsafe = only_build or build, unsafe or risky
+        return only_build, unsafe
+
+    def term(self, chosen: bool) -> tuple[bool, bool]:
+        word = self.peek()
+        self.i += 1
+        if word in ("!", "-not"):
+            return False, self.term(chosen)[1]
+        if word == "(":
+            result = self.alternatives(chosen)
+            self.i += self.peek() == ")"
+            return result
+        if word in NAME_TESTS:
+            value = self.peek() or ""
+            self.i += 1
+            return not BUILD_OUTPUT.isdisjoint(p.lower() for p in value.split("/")), False
+        if word in FIND_EXEC:
+            deletes = self.deletes(self.i - 1)
+            self.i += len(exec_words(self.expr, self.i - 1)) + 1
+            return False, deletes and not chosen
+        self.i += word == "-fprintf" or word in FIND_ONE_ARG or (word or "").startswith("-newer")
+        self.i += word == "-fprintf"
+        return False, word == "-delete" and not chosen
+
+    def deletes(self, j: int) -> bool:
+        if self.expr[j] == "-delete":
+            return True
+        inner = self.walk.unwrap(exec_words(self.expr, j))[0] if self.expr[j] in FIND_EXEC \
+            else []
+        return bool(inner) and command_name(inner[0]) in DELETERS
 
 
 def git(walk: Walk, words: list[str]) -> str | None:
@@ -115,24 +253,33 @@ def git(walk: Walk, words: list[str]) -> str | None:
     if sub == "push":
         why = push(args)
     elif sub == "reset" and "--hard" in args:
-        why = ("discards uncommitted changes; keep them (`git stash`, or `git reset --soft` / "
-               "`--mixed`)")
+        why = f"discards uncommitted changes; {KEEP}; {UNDO}"
     elif sub == "clean" and ("f" in flags or "--force" in args) and not (
             "n" in flags or "--dry-run" in args or "X" in flags and "x" not in flags):
-        why = ("deletes untracked files, which may be new work; delete specific build "
-               "outputs instead (e.g. `rm -rf bin obj`) or preview with `git clean -n`")
+        why = ("deletes untracked files, which may be new work; delete build output by folder "
+               "instead (`rm -r bin`)")
     elif sub in ("checkout", "switch") and ("f" in flags or {"--force", "--discard-changes"}
                                             & set(args)):
-        why = "discards uncommitted changes (a forced checkout); commit or stash them first"
+        why = ("discards uncommitted changes (a forced checkout); stay on this branch, which "
+               "the product commits after validation")
     elif sub in ("checkout", "restore") and everything and (sub == "checkout" or "W" in flags
             or "--worktree" in args or not ("S" in flags or "--staged" in args)):
-        why = (f"discards every uncommitted change under `{everything}`; restore specific "
-               "files by path instead")
-    elif sub == "rm" and everything and ("r" in flags or "--recursive" in args) \
-            and "--cached" not in args:
-        why = ("removes every tracked file; remove specific paths, or add --cached to only "
-               "untrack them")
+        why = f"discards every uncommitted change under `{everything}`; {UNDO}"
+    elif sub == "rm" and "--cached" not in args:
+        why = git_rm(walk, paths, everything, "r" in flags or "--recursive" in args)
     return f"`{shown(words)}` {why}" if why else None
+
+
+def git_rm(walk: Walk, paths: list[str], everything: str | None,
+           recursive: bool) -> str | None:
+    if everything and recursive:
+        return f"removes every tracked file; {DELETE_INSTEAD}"
+    for pathspec in paths:
+        why = computed(walk, pathspec) or next(filter(None, (
+            delete_reason(walk, p, recursive) for p in walk.paths(pathspec))), None)
+        if why:
+            return f"{why}; {DELETE_INSTEAD}"
+    return None
 
 
 def push(args: list[str]) -> str | None:
@@ -140,12 +287,10 @@ def push(args: list[str]) -> str | None:
         force = arg in ("--force", "--mirror", "--force-if-includes") or arg.startswith(
             "--force-with-lease") or short(arg) and "f" in arg
         if force or not arg.startswith("-") and arg.startswith("+"):
-            return (f"force-pushes (`{arg}`), which rewrites remote history; push new "
-                    "commits without force, e.g. `git push origin feat-x`")
+            return f"force-pushes (`{arg}`), which rewrites remote history; {PUSH_NOTHING}"
         if arg in ("--delete", "--prune") or short(arg) and "d" in arg or arg.startswith(
                 ":") and len(arg) > 1:
-            return (f"deletes remote branches (`{arg}`); leave the remote to the delivery's "
-                    "push step")
+            return f"deletes remote branches (`{arg}`); {PUSH_NOTHING}"
     return None
 
 
@@ -163,7 +308,7 @@ def dotnet(walk: Walk, words: list[str]) -> str | None:
         "ef"] else []
     if "drop" in ef and "database" in ef[:ef.index("drop")]:
         return (f"`{shown(words)}` drops the database; change the schema with a migration "
-                "instead")
+                "instead (`dotnet ef migrations add <Name>`)")
     return None
 
 
@@ -220,6 +365,12 @@ def guarded_paths(home: str, repo: str, env: dict[str, str]) -> list[tuple[str |
     return [("/", "the filesystem root /"), (home, "the home folder"), (repo, "the repository"),
             (env.get("SPECOPS_ROOT"), "the harness root"),
             (env.get("SPECOPS_TARGET"), "the target repository")]
+
+
+def work_trees(repo: str, env: dict[str, str]) -> list[tuple[str | None, str]]:
+    """(path, label) of the folders whose files may be tracked work: no bulk delete inside."""
+    return [(repo, "the repository"), (env.get("SPECOPS_TARGET"), "the target repository"),
+            (env.get("SPECOPS_ROOT"), "the harness root")]
 
 
 def state_folder(repo: str, env: dict[str, str]) -> str:

@@ -42,6 +42,7 @@ INTERPRETER = re.compile(r"(?:python|pypy)[\d.]*|node(?:js)?|deno|bun|perl|ruby|
 ASSIGN = re.compile(r"[A-Za-z_]\w*(?:\[[^\]]*\])?\+?=")
 VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?:(:?[-=+?])([^}]*))?\}|\$([A-Za-z_]\w*|[0-9@*#?$!-])")
 PWD = ("$(pwd)", "`pwd`", "$(pwd -P)", "$(pwd -L)")
+MKTEMP = ("$(mktemp)", "$(mktemp -d)", "`mktemp`", "`mktemp -d`")  # a new name in $TMPDIR
 TOPLEVEL = ("$(git rev-parse --show-toplevel)", "`git rev-parse --show-toplevel`")
 SHEBANG = re.compile(r"#![^\n]*\b(?:ba|z|da|k|a)?sh\b")
 CALL = re.compile(r"\b(system|popen|run|call|check_call|check_output|Popen|getoutput|exec|"
@@ -101,6 +102,11 @@ class Walk:
         self.guarded = [(normalize(p), what) for p, what in rules.guarded_paths(
             self.env["HOME"], self.repo, env) if p and p.startswith("/")]
         self.state = normalize(rules.state_folder(self.repo, env))
+        trees = {normalize(p): what for p, what in reversed(rules.work_trees(self.repo, env))
+                 if p and p.startswith("/")}
+        self.trees = sorted(trees.items(), key=lambda t: -len(t[0]))  # the innermost first
+        scratch = env.get("SPECOPS_NODE_DIR") or ""
+        self.scratch = normalize(scratch) if scratch.startswith("/") else None
 
     # -- reading the command -------------------------------------------------------------------
 
@@ -156,7 +162,7 @@ class Walk:
         item = piped.strip() if piped and piped.strip() else "$(xargs input)"
         if isinstance(replace, str):
             return [w.replace(replace, item) for w in words]
-        return [*words, *(piped or "").split()]
+        return [*words, *(piped.split() if piped is not None else [item])]
 
     def program(self, words: list[str]) -> tuple[list[str], str | None]:
         """The program word as the shell will run it; a word computed at run time (a command
@@ -310,19 +316,28 @@ class Walk:
 
     def path(self, word: str) -> str | None:
         """`word` as an absolute normalized path, as the shell would expand it; None if unknown."""
+        known = self.substituted(word)
+        if known is None:
+            return None
+        if known.startswith("~"):
+            user, _, rest = known[1:].partition("/")
+            if user:
+                return None
+            known = f"{self.env['HOME']}/{rest}"
+        known = self.substituted(VAR.sub(self.var, known))  # a variable may hold a substitution
+        return normalize(known if known.startswith("/") else f"{self.cwd}/{known}") if known \
+            else None
+
+    def substituted(self, word: str) -> str | None:
+        """`word` with the command substitutions whose output the hook knows (`$(pwd)`, the
+        repository root, a new `mktemp` name) replaced; None if another one is left."""
         for text in PWD:
             word = word.replace(text, self.cwd)
         for text in TOPLEVEL:
             word = word.replace(text, self.repo)
-        if "$(" in word or "`" in word:
-            return None
-        if word.startswith("~"):
-            user, _, rest = word[1:].partition("/")
-            if user:
-                return None
-            word = f"{self.env['HOME']}/{rest}"
-        word = VAR.sub(self.var, word)
-        return normalize(word if word.startswith("/") else f"{self.cwd}/{word}") if word else None
+        for text in MKTEMP:
+            word = word.replace(text, f"{self.env.get('TMPDIR') or '/tmp'}/tmp.mktemp")
+        return None if "$(" in word or "`" in word else word
 
     def paths(self, word: str, on_disk: bool = False) -> list[str]:
         """Every path `word` may stand for: once per value of a `for` variable in it and, with
@@ -341,6 +356,18 @@ class Walk:
             elif path:
                 out.append(path)
         return out
+
+    def known(self, word: str) -> bool:
+        """Whether every variable in `word` has a value the hook knows (set in the command, in
+        the environment, a loop over known words, or given a default), so `paths` is exact."""
+        for m in VAR.finditer(word):
+            name, op = m.group(1) or m.group(4), m.group(2)
+            if name in self.loops and "" in self.loops[name]:
+                return False
+            if not (name == "PWD" or op in (":-", "-", ":=", "=") or name in self.loops
+                    or name in self.vars or name in self.env):
+                return False
+        return True
 
     def var(self, m: re.Match) -> str:
         name, op, alt = m.group(1) or m.group(4), m.group(2), m.group(3) or ""

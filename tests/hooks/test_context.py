@@ -294,9 +294,9 @@ def test_a_corrupt_delivery_index_fails_open_with_a_warning(root: Path, monkeypa
     assert inject("user-prompt-submit") == (
         "<workflow-state>\nspecops hook user-prompt-submit could not read the workflow state "
         "(StateError: phases/d1/index.json: not valid JSON (Expecting property name enclosed in "
-        "double quotes: line 1 column 2 (char 1)); restore it from git). Run `specops status` "
-        "(and `specops status <delivery>`) and continue from its output; do not guess the current "
-        "step from the chat history or from other deliveries.\n</workflow-state>")
+        "double quotes: line 1 column 2 (char 1)); restore it from git). Continue the step your "
+        "prompt names; do not guess the current step from the chat history or from other "
+        "deliveries.\n</workflow-state>")
 
 
 @pytest.mark.parametrize("event", ["user-prompt-submit", "session-start"])
@@ -306,7 +306,7 @@ def test_a_corrupt_phases_index_fails_open(root: Path, event: str) -> None:
     text = inject(event, {"source": "compact"})
     assert text.startswith(f"<workflow-state>\nspecops hook {event} could not read the workflow "
                            "state (StateError: phases/index.json: not valid JSON (Expecting "
-                           "value: line 1 column 4 (char 3)); restore it from git). Run ")
+                           "value: line 1 column 4 (char 3)); restore it from git). Continue ")
     assert text.endswith("do not guess the current step from the chat history or from other "
                          "deliveries.\n</workflow-state>")
 

@@ -36,8 +36,8 @@ def test_a_denied_call_answers_with_the_codex_deny_json(repo: Path) -> None:
     assert json.loads(out) == {"hookSpecificOutput": {
         "hookEventName": "PreToolUse", "permissionDecision": "deny",
         "permissionDecisionReason": "`git push --force` force-pushes (`--force`), which rewrites "
-                                    "remote history; push new commits without force, e.g. "
-                                    "`git push origin feat-x`"}}
+                                    "remote history; the product commits and pushes after "
+                                    "validation: push nothing"}}
 
 
 def test_the_apply_patch_tool_itself_runs_nothing(repo: Path) -> None:
@@ -170,8 +170,8 @@ def test_the_installed_hook_commands_deny_and_allow(tmp_path: Path, argv: list[s
             for command in ("bash -c 'rm -rf ~'", "dotnet test")]
     assert [r.returncode for r in runs] == [0, 0]
     assert denial(runs[0].stdout.decode()) == (
-        "`rm -rf ~` deletes the home folder; delete only specific paths inside the repository, "
-        "e.g. `rm -rf bin obj`")
+        "`rm -rf ~` deletes the home folder; delete single files by name (`rm <file>`, or "
+        "apply_patch `*** Delete File: <file>`) and build output by folder (`rm -r bin`)")
     assert runs[1].stdout == b"" and runs[1].stderr == b""
 
 

@@ -83,6 +83,8 @@ DANGEROUS = {
     "xargs": "echo / | xargs rm -rf",
     "find -delete": "find . -delete",
     "find -exec rm": "find / -exec rm -rf {} +",
+    "files by wildcard in the repository": "rm *.log",
+    "find -delete with a name test in the repository": "find . -name '*.orig' -delete",
     "push --force": "git push --force origin main",
     "push -f": "git push -f",
     "push -uf": "git push -uf origin feat-x",
@@ -151,13 +153,13 @@ BENIGN = {
     "a stale git lock": "rm -f .git/index.lock",
     "a temp folder": "rm -rf /tmp/specops-build",
     "a defaulted temp folder": 'rm -rf "${TMPDIR:-/tmp}/build"',
-    "log files": "rm *.log",
+    "test results by wildcard": "rm TestResults/*.trx",
     "node_modules": "rm -rf node_modules",
     "a sibling folder": "rm -rf ../build-output",
     "one NuGet cache entry": "rm -rf ~/.nuget/packages/orders.client",
     "one product file": "rm src/Orders/Old.cs",
     "find with a name test": "find . -name bin -type d -prune -exec rm -rf {} +",
-    "find -delete with a name test": "find . -name '*.orig' -delete",
+    "find -delete of files in build output": "find src -path '*/bin/*' -delete",
     "grep -rf": "grep -rf patterns.txt src",
     "printing a force push": 'echo "git push --force"',
     "printing rm -rf into a file": "echo 'rm -rf /' > notes.txt",
@@ -226,33 +228,41 @@ def test_the_tables_are_big() -> None:
     assert len(DANGEROUS) >= 40 and len(BENIGN) >= 40
 
 
+INSTEAD = ("delete single files by name (`rm <file>`, or apply_patch `*** Delete File: <file>`) "
+           "and build output by folder (`rm -r bin`)")
+
+
 @pytest.mark.parametrize(("command", "reason"), [
-    ("sudo rm -rf /", "`rm -rf /` deletes the filesystem root /; delete only specific paths inside "
-                      "the repository, e.g. `rm -rf bin obj`"),
-    ("rm -rf *", "`rm -rf *` deletes everything in the repository; delete only specific paths "
-                 "inside the repository, e.g. `rm -rf bin obj`"),
-    ("bash -c 'git reset --hard'", "`git reset --hard` discards uncommitted changes; keep them "
-                                   "(`git stash`, or `git reset --soft` / `--mixed`)"),
+    ("sudo rm -rf /", f"`rm -rf /` deletes the filesystem root /; {INSTEAD}"),
+    ("rm -rf *", f"`rm -rf *` deletes everything in the repository; {INSTEAD}"),
+    ("bash -c 'git reset --hard'", "`git reset --hard` discards uncommitted changes; to keep a "
+                                   "file's changes, copy it aside (`cp <file> /tmp/`); to undo a "
+                                   "file's changes, run `git show HEAD:<file> > <file>`"),
     ("git clean -fdx", "`git clean -fdx` deletes untracked files, which may be new work; delete "
-                       "specific build outputs instead (e.g. `rm -rf bin obj`) or preview with "
-                       "`git clean -n`"),
-    ("git checkout -- .", "`git checkout -- .` discards every uncommitted change under `.`; "
-                          "restore specific files by path instead"),
+                       "build output by folder instead (`rm -r bin`)"),
+    ("git checkout -- .", "`git checkout -- .` discards every uncommitted change under `.`; to "
+                          "undo a file's changes, run `git show HEAD:<file> > <file>`"),
+    ("git checkout -f main", "`git checkout -f main` discards uncommitted changes (a forced "
+                             "checkout); stay on this branch, which the product commits after "
+                             "validation"),
     ("git push origin +HEAD", "`git push origin +HEAD` force-pushes (`+HEAD`), which rewrites "
-                              "remote history; push new commits without force, e.g. "
-                              "`git push origin feat-x`"),
+                              "remote history; the product commits and pushes after validation: "
+                              "push nothing"),
+    ("git push origin :main", "`git push origin :main` deletes remote branches (`:main`); the "
+                              "product commits and pushes after validation: push nothing"),
     ('psql -c "DROP TABLE users"', "`DROP TABLE users` destroys database objects or all their "
                                    "rows; change the schema or data through a reviewed migration "
                                    "instead"),
     ('sqlite3 app.db "DELETE FROM orders"', "`DELETE FROM orders` deletes every row (DELETE "
                                             "without WHERE); add a WHERE clause naming the rows "
                                             "to delete"),
-    ("find . -delete", "`find . -delete` deletes everything in the repository; add a -name or "
-                       "-path test that names what to delete"),
-    ("rm -rf .git", "`rm -rf .git` deletes the git metadata (.git); delete only specific paths "
-                    "inside the repository, e.g. `rm -rf bin obj`"),
-], ids=["rm root", "repo wildcard", "hard reset", "clean", "checkout", "refspec", "drop",
-        "delete", "find", "git dir"])
+    ("find . -delete", f"`find . -delete` deletes everything in the repository; {INSTEAD}"),
+    ("rm -rf .git", f"`rm -rf .git` deletes the git metadata (.git); {INSTEAD}"),
+    ("dotnet ef database drop -f", "`dotnet ef database drop -f` drops the database; change the "
+                                   "schema with a migration instead (`dotnet ef migrations add "
+                                   "<Name>`)"),
+], ids=["rm root", "repo wildcard", "hard reset", "clean", "checkout", "forced checkout",
+        "refspec", "remote delete", "drop", "delete", "find", "git dir", "ef drop"])
 def test_deny_reasons_name_the_command_the_harm_and_the_alternative(repo: Path, command: str,
                                                                       reason: str) -> None:
     assert check(repo, command) == reason
@@ -263,6 +273,117 @@ def test_paths_resolve_against_the_session_cwd_and_the_harness_root(repo: Path,
     harness = repo.parent / "harness"
     monkeypatch.setenv("SPECOPS_ROOT", str(harness))
     assert check(repo, f"rm -rf {harness}") == (
-        f"`rm -rf {harness}` deletes the harness root; delete only specific paths inside the "
-        "repository, e.g. `rm -rf bin obj`")
+        f"`rm -rf {harness}` deletes the harness root; {INSTEAD}")
     assert check(repo, f"rm -rf {repo}/src/Orders/bin") is None
+
+
+BULK_DENIED = {
+    "a tracked source folder": ("rm -rf src", "deletes the folder `src` of the repository with "
+                                              "every file in it"),
+    "the same without force": ("rm -r src/Orders", "deletes the folder `src/Orders` of the "
+                                                   "repository with every file in it"),
+    "a folder by wildcard": ("rm -r src/*", "deletes every file of the repository that `src/*` "
+                                            "matches"),
+    "files by wildcard": ("rm src/Orders/*.cs", "deletes every file of the repository that "
+                                                "`src/Orders/*.cs` matches"),
+    "a folder reached through bin": ("rm -r src/Orders/bin/..", "deletes the folder `src/Orders` "
+                                                                "of the repository with every "
+                                                                "file in it"),
+    "git rm of a folder": ("git rm -r src", "deletes the folder `src` of the repository with "
+                                            "every file in it"),
+    "python rmtree": ("python3 -c 'import shutil; shutil.rmtree(\"src\")'",
+                      "deletes the folder `src` of the repository with every file in it"),
+    "find -delete by name": ("find . -name '*.cs' -delete", "deletes files of the repository in "
+                                                            "bulk"),
+    "find under a folder": ("find src -name '*.cs' -delete", "deletes files of the repository "
+                                                             "under `src` in bulk"),
+    "find -exec rm": ("find . -name '*.cs' -exec rm {} +", "deletes files of the repository in "
+                                                           "bulk"),
+    "find -execdir rm": ("find src -type f -execdir rm {} ;", "deletes files of the repository "
+                                                              "under `src` in bulk"),
+    "find -o around a build name": ("find . -name bin -o -delete", "deletes files of the "
+                                                                   "repository in bulk"),
+    "find with a negated build name": ("find . ! -name obj -delete", "deletes files of the "
+                                                                     "repository in bulk"),
+    "find deleting before its name test": ("find . -delete -name bin", "deletes files of the "
+                                                                       "repository in bulk"),
+    "xargs rm of unseen input": ("git ls-files '*.cs' | xargs rm",
+                                 "deletes a path computed at run time, which the hook cannot "
+                                 "check"),
+    "rm of a substitution": ("rm $(git ls-files)", "deletes a path computed at run time, which "
+                                                   "the hook cannot check"),
+    "a loop over a substitution": ('for f in $(git ls-files); do rm "$f"; done',
+                                   "deletes a path computed at run time, which the hook cannot "
+                                   "check"),
+    "a shell given each found file": ("find . -name '*.cs' -exec sh -c 'rm \"$1\"' _ {} ;",
+                                      "deletes a path computed at run time, which the hook "
+                                      "cannot check"),
+    "a variable set to a substitution": ("F=$(git ls-files); rm $F", "deletes a path computed "
+                                                                     "at run time, which the "
+                                                                     "hook cannot check"),
+}
+
+
+@pytest.mark.parametrize(("command", "harm"), BULK_DENIED.values(), ids=BULK_DENIED.keys())
+def test_a_bulk_delete_of_the_repositorys_files_is_denied_with_how_to_delete_instead(
+        repo: Path, command: str, harm: str) -> None:
+    reason = check(repo, command)
+    assert reason is not None and reason.endswith(f" {harm}; {INSTEAD}"), reason
+
+
+def test_the_reason_names_the_command_as_the_guard_read_it(repo: Path) -> None:
+    assert check(repo, "rm -rf src") == (
+        f"`rm -rf src` deletes the folder `src` of the repository with every file in it; {INSTEAD}")
+    assert check(repo, "git ls-files | xargs rm") == (
+        "`rm $(xargs input)` deletes a path computed at run time, which the hook cannot check; "
+        f"{INSTEAD}")
+
+
+BULK_ALLOWED = {
+    "bin of a project": "rm -r src/Orders/bin",
+    "build output at the root": "rm -r bin obj TestResults",
+    "bin of every project": "rm -r */bin",
+    "test results by wildcard": "rm TestResults/*.trx",
+    "find pruning build folders": r"find . \( -name bin -o -name obj \) -type d -prune "
+                                  "-exec rm -r {} +",
+    "find -path into build output": "find . -path '*/obj/*' -delete",
+    "find inside build output": "find src/Orders/bin -delete",
+    "find that deletes nothing": "find . -name '*.cs' -exec grep -l TODO {} +",
+    "one file, recursive flag or not": "rm -r src/Orders/OrderService.cs",
+    "xargs rm of a known file": "echo src/Orders/OrderService.cs | xargs rm",
+    "a mktemp folder": 'd=$(mktemp -d); rm -r "$d"',
+    "a loop over build folders": 'for d in src/Orders/bin src/Orders/obj; do rm -r "$d"; done',
+    "untracking a folder": "git rm -r --cached src",
+    "git rm of one file": "git rm src/Orders/OrderService.cs",
+    "a folder outside the repository": "rm -r /tmp/specops-scratch",
+}
+
+
+@pytest.mark.parametrize("command", BULK_ALLOWED.values(), ids=BULK_ALLOWED.keys())
+def test_build_output_single_files_and_folders_outside_the_repository_may_still_be_deleted(
+        repo: Path, command: str) -> None:
+    assert check(repo, command) is None
+
+
+def test_only_scratch_inside_the_node_folder_goes_in_bulk_in_the_harness_root(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    harness = tmp_path / "harness"
+    node = harness / "phases/d1/develop"
+    monkeypatch.setenv("SPECOPS_ROOT", str(harness))
+    monkeypatch.setenv("SPECOPS_NODE_DIR", str(node))
+    assert check(repo, f"rm -r {node}/scratch {node}/tasks/t1/tmp") is None
+    assert check(repo, 'rm -r "$SPECOPS_NODE_DIR"/scratch/*') is None
+    assert check(repo, f"rm -r {node}") == (
+        f"`rm -r {node}` deletes the folder `phases/d1/develop` of the harness root with every "
+        f"file in it; {INSTEAD}")
+    assert check(repo, f"rm -r {harness}/phases/d1/spec") == (
+        f"`rm -r {harness}/phases/d1/spec` deletes the folder `phases/d1/spec` of the harness root "
+        f"with every file in it; {INSTEAD}")
+    assert check(repo, f"rm -r {harness}/workflow_defs") is not None
+
+
+def test_a_worktrees_git_file_is_git_metadata_not_a_single_file(repo: Path) -> None:
+    (repo / ".git").write_text("gitdir: /elsewhere/.git/worktrees/d1\n")
+    assert check(repo, "rm -r .git") == (
+        f"`rm -r .git` deletes the git metadata (.git); {INSTEAD}")
+    assert check(repo, "rm -r src/Orders/OrderService.cs") is None

@@ -61,8 +61,9 @@ def decide(root: Path, command: str, tool: str = "apply_patch") -> str | None:
 
 def missing(root: Path, rel: str, looked: str, where: str) -> str:
     return (f"TDD: C# product code needs a matching test file first: {rel} (looked for {looked} "
-            f"under {where}). Write the failing test first, or list the path with a reason in "
-            f"tdd.exclude of {root}/workflow_defs/hooks.json")
+            f"under {where}). Write the failing test first (apply_patch may add it and the "
+            "product file together); if the file needs no test, say why in the file the current "
+            "step names under RISK, and a person decides")
 
 
 def test_a_product_edit_without_a_test_file_is_denied_with_where_it_looked(repo: Path) -> None:
@@ -265,7 +266,8 @@ def test_a_malformed_config_denies_csharp_edits_naming_the_file_and_field(
         repo: Path, data: object, problem: str) -> None:
     path = config(repo, data)
     assert decide(repo, edit("src/Orders/OrderService.cs")) == (
-        f"{path}: {problem}; C# edits are denied until the file is fixed")
+        f"{path}: {problem}; C# edits are denied until a person fixes the file: name it in the "
+        "file the current step names under RISK")
 
 
 def test_a_malformed_config_does_not_block_other_commands(repo: Path) -> None:

@@ -18,8 +18,9 @@ def test_a_script_on_disk_that_the_command_runs_is_checked(repo: Path) -> None:
     (repo / "scripts").mkdir()
     (repo / "scripts/reset.sh").write_text("#!/bin/bash\ngit reset --hard origin/main\n")
     assert check(repo, "bash scripts/reset.sh") == (
-        "`git reset --hard origin/main` discards uncommitted changes; keep them (`git stash`, or "
-        "`git reset --soft` / `--mixed`)")
+        "`git reset --hard origin/main` discards uncommitted changes; to keep a file's changes, "
+        "copy it aside (`cp <file> /tmp/`); to undo a file's changes, run "
+        "`git show HEAD:<file> > <file>`")
     assert check(repo, "./scripts/reset.sh") is not None
 
 
@@ -134,7 +135,7 @@ def test_wrappers_and_xargs_do_not_hide_a_shell_or_the_verb_they_build(
     assert check(repo, "env bash") == f"`bash` {INTERACTIVE.format(what='shell')}"
     assert check(repo, "echo git | xargs -I{} {} push --force origin HEAD:refs/heads/x") == (
         "`git push --force origin HEAD:refs/heads/x` force-pushes (`--force`), which rewrites "
-        "remote history; push new commits without force, e.g. `git push origin feat-x`")
+        "remote history; the product commits and pushes after validation: push nothing")
 
 
 @pytest.mark.parametrize("command", ALLOWED.values(), ids=ALLOWED.keys())

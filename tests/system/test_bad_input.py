@@ -108,8 +108,8 @@ def deny(reason: str) -> str:
 def fail_open(event: str, name: str, error: str) -> str:
     return hook_answer(name, additionalContext=(
         f"<workflow-state>\nspecops hook {event} could not read the workflow state ({error}). "
-        "Run `specops status` (and `specops status <delivery>`) and continue from its output; "
-        "do not guess the current step from the chat history or from other deliveries.\n"
+        "Continue the step your prompt names; do not guess the current step from the chat "
+        "history or from other deliveries.\n"
         "</workflow-state>"))
 
 
@@ -432,20 +432,22 @@ HOOKS = [
              "the command is 2,000,005 characters long, more than the 200,000 the hook checks; "
              "split it, or write file contents with apply_patch")),
     case("rm-rf-root", diamond(), ["hook", "pre-tool-use"], 0, stdin=tool_call("rm -rf /"),
-         stdout=deny("`rm -rf /` deletes the filesystem root /; delete only specific paths inside "
-                     "the repository, e.g. `rm -rf bin obj`")),
+         stdout=deny("`rm -rf /` deletes the filesystem root /; delete single files by name "
+                     "(`rm <file>`, or apply_patch `*** Delete File: <file>`) and build output "
+                     "by folder (`rm -r bin`)")),
     case("rm-rf-root-as-argv", diamond(), ["hook", "pre-tool-use"], 0,
          stdin=tool_call(["rm", "-rf", "/"]), stdout=deny(
-             "`rm -rf /` deletes the filesystem root /; delete only specific paths inside the "
-             "repository, e.g. `rm -rf bin obj`")),
+             "`rm -rf /` deletes the filesystem root /; delete single files by name (`rm <file>`, "
+             "or apply_patch `*** Delete File: <file>`) and build output by folder (`rm -r bin`)")),
     case("force-push", diamond(), ["hook", "pre-tool-use"], 0,
          stdin=tool_call("git push --force"), stdout=deny(
-             "`git push --force` force-pushes (`--force`), which rewrites remote history; push "
-             "new commits without force, e.g. `git push origin feat-x`")),
+             "`git push --force` force-pushes (`--force`), which rewrites remote history; the "
+             "product commits and pushes after validation: push nothing")),
     case("hard-reset", diamond(), ["hook", "pre-tool-use"], 0,
          stdin=tool_call("git reset --hard"), stdout=deny(
-             "`git reset --hard` discards uncommitted changes; keep them (`git stash`, or "
-             "`git reset --soft` / `--mixed`)")),
+             "`git reset --hard` discards uncommitted changes; to keep a file's changes, copy it "
+             "aside (`cp <file> /tmp/`); to undo a file's changes, run "
+             "`git show HEAD:<file> > <file>`")),
     case("unknown-event", diamond(), ["hook", "post-tool-use"], 2, stdin=tool_call("ls"),
          stderr="usage: specops hook {pre-tool-use|session-start|user-prompt-submit} < "
                 "payload.json\n"),
