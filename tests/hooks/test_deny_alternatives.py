@@ -47,7 +47,7 @@ ALTERNATIVES: dict[str, str] = {
     "rm <file>": "rm src/Orders/Old.cs",
     "*** Delete File: <file>": patch("*** Delete File: src/Orders/Legacy.cs"),
     "rm -r bin": "mkdir -p bin/Debug && rm -r bin",
-    "cp <file> /tmp/": "cp src/Orders/OrderService.cs /tmp/",
+    "cp <file> /tmp/": 'cp src/Orders/OrderService.cs "${TMPDIR:-/tmp}/"',  # the tests' own /tmp
     "git show HEAD:<file> > <file>": ("git show HEAD:src/Orders/OrderService.cs > "
                                       "src/Orders/OrderService.cs"),
     "dotnet ef migrations add <Name>": "dotnet ef migrations add AddOrders",
@@ -249,7 +249,9 @@ def test_an_agent_denied_rm_rf_src_deletes_single_files_as_told_and_the_reposito
 
 @pytest.mark.e2e
 def test_every_alternative_runs_in_the_agents_sandbox_unblocked_and_unrejected(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # writable in the sandbox, as /tmp is
     store = orders_harness(tmp_path)
     commands = list(dict.fromkeys(command for command, files in RUNS.values() if not files))
     with replay(tmp_path, {"write": [{"literal": {"before": [turn(c) for c in commands]}}]}) \
@@ -260,6 +262,7 @@ def test_every_alternative_runs_in_the_agents_sandbox_unblocked_and_unrejected(
     for command, answer in seen.items():
         for trouble in (BLOCKED, "Rejected(", "Read-only file system", "Permission denied"):
             assert trouble not in answer, (command, answer)
+    assert (tmp_path / "tmp/OrderService.cs").is_file()
 
 
 @pytest.mark.e2e
