@@ -385,7 +385,9 @@ def _one_session(store: Store, settings: AgentSettings, execution: Execution, co
     caches = tuple(cache_dirs(store).values())
     for cache in caches:
         cache.mkdir(parents=True, exist_ok=True)
-    extra = (() if folder.resolve().is_relative_to(cwd) else (folder.resolve(),)) + caches
+    # the node (or task) folder is named even inside the working directory: the delivery folder
+    # around it is read-only in the sandbox, and the more specific writable root wins
+    extra = (folder.resolve(),) + caches
     argv = codex_argv(codex_bin, sandbox=sandbox or execution.sandbox or "workspace-write",
                       workdir=cwd,
                       last_message=last, settings=settings, delivery=delivery, node=label,

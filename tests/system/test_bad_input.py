@@ -531,5 +531,6 @@ def test_context_paths_differing_only_in_case_or_notation_are_read_once_and_chan
         assert (result.returncode, result.stderr) == (0, b"")
         parts = json.loads(result.stdout)["parts"]
         assert [p for p in parts if p["label"] == "context"] == [
-            {"label": "context", "path": "docs/arch.md", "chars": len("# Architecture\n")}]
+            {"label": "context", "path": "docs/arch.md", "chars": len(
+                "# Context file docs/arch.md (the step's context_files)\n\n# Architecture\n")}]
         assert tree_digest(tmp_path) == before
