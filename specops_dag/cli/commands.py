@@ -84,7 +84,7 @@ def check(ctx: click.Context) -> None:
     from specops_dag.workflow.catalog import definition_roots, load_catalog
 
     roots = definition_roots(ctx.obj)
-    catalog = load_catalog(roots, display_base=ctx.obj)
+    catalog = load_catalog(roots, display_base=ctx.obj, skill_names=True)
     prices = load_prices(ctx.obj)
     skills = sum(1 for kind, _ in catalog.sources if kind == "skill")
     priced = (f"; prices as of {prices.as_of} from {PRICES_FILE}" if prices.source == PRICES_FILE
@@ -111,8 +111,9 @@ def schema(kind: str | None) -> None:
 @click.option("--request-file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--target", type=click.Path(path_type=Path), help="Repository to change "
               "(default: the harness root).")
-@click.option("--platform", "platforms", multiple=True, help="Enables skills with "
-              "`when: {platforms: [...]}` (repeatable).")
+@click.option("--platform", "platforms", multiple=True, help="Binds the skills with "
+              "`when: {platforms: [P]}` (repeatable); replaces the platforms detected in the "
+              "target (aspnetcore, ef-core).")
 @click.option("--validation", type=click.Choice(["full", "docs-only", "none"]),
               help="Override every step's validation mode (default: each phase's own).")
 @click.option("--budget-tokens", type=click.IntRange(min=1),
@@ -129,10 +130,11 @@ def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
         validation, budget_tokens, judge, budget_usd) -> None:
     """Create a delivery of WORKFLOW with id DELIVERY and register its Dagster partition."""
     from specops_dag.delivery import lifecycle as ops
+    from specops_dag.delivery.platform import platform_line
     from specops_dag.workflow.catalog import definition_roots, load_catalog
 
     request = read_request(request_text, request_file)
-    catalog = load_catalog(definition_roots(ctx.obj), display_base=ctx.obj)
+    catalog = load_catalog(definition_roots(ctx.obj), display_base=ctx.obj, skill_names=True)
 
     def register() -> None:
         from specops_dag.dagster_adapter.instance import register_delivery, resolve_dagster_home
@@ -142,7 +144,7 @@ def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
     policy = target_policy(catalog, workflow, (target or store_of(ctx).root).resolve(),
                            validation)
     state = ops.new_delivery(store_of(ctx), catalog, workflow, delivery, request, target,
-                             tuple(platforms), before_write=register, validation=validation,
+                             tuple(platforms) or None, before_write=register, validation=validation,
                              budget_tokens=budget_tokens, judge=judge, budget_usd=budget_usd,
                              target_policy=policy)
     click.echo(f"created delivery {delivery} ({workflow}, {len(state.steps)} steps) in "
@@ -151,6 +153,8 @@ def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
         click.echo(f"target policy: {policy.framework}, "
                    + ("a newer SDK allowed" if policy.newer_sdk else "its own SDK line only")
                    + f" ({policy.origin})")
+    if state.platforms_from or catalog.platforms_of(workflow):
+        click.echo(platform_line(state.platforms_from))
 
 
 def target_policy(catalog, workflow: str, repo: Path, validation: str | None):

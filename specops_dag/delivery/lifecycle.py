@@ -26,6 +26,7 @@ from specops_dag.delivery.model import (
     TargetRecord,
     derive_status,
 )
+from specops_dag.delivery.platform import EXPLICIT, detect_platforms
 from specops_dag.delivery.queries import (
     check_delivery_id,
     gate_open,
@@ -52,14 +53,16 @@ def case_twin(store: Store, delivery: str) -> str | None:
 
 
 def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str, request: str,
-                 target: Path | None = None, platforms: tuple[str, ...] = (),
+                 target: Path | None = None, platforms: tuple[str, ...] | None = None,
                  before_write: Callable[[], None] | None = None,
                  validation: str | None = None, budget_tokens: int | None = None,
                  judge: str | None = None, budget_usd: float | None = None,
                  target_policy: TargetRecord | None = None) -> Delivery:
     """Create `phases/<delivery>/` with its snapshot and pending steps, all or nothing.
     `target_policy` is the .NET target policy resolved for the target repository (frozen in
-    the snapshot; None: each validation resolves validation.yaml's own).
+    the snapshot; None: each validation resolves validation.yaml's own). `platforms` bind the
+    skills with `when: {platforms: [...]}`; None: those the target repository shows
+    (`platforms_for`).
 
     `before_write` runs once every input is validated and before any file is written (the CLI
     registers the Dagster partition there)."""
@@ -80,16 +83,18 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
     repo_path = (target or store.root).resolve()
     if not repo_path.is_dir():
         raise UsageError(f"--target {target}: not a directory; pass the .NET repository to change")
+    origin = platforms_for(catalog, workflow_id, delivery, repo_path, platforms)
     store.read_index()  # a broken phases/index.json stops `new` before anything is written
     if before_write is not None:
         before_write()
     store.phases.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".new-{delivery}-", dir=store.phases))
     try:
-        snapshot = freeze_snapshot(catalog, workflow_id, staging, platforms)
+        snapshot = freeze_snapshot(catalog, workflow_id, staging, tuple(origin))
         snapshot.target = target_policy
         state = initial_state(store, catalog, workflow_id, delivery, request, repo_path,
-                              platforms, snapshot)
+                              tuple(origin), snapshot)
+        state.platforms_from = origin
         for step in state.steps if validation else []:
             step.validation = validation
         state.budget_tokens = budget_tokens or catalog.workflows[workflow_id].budget.tokens
@@ -115,9 +120,27 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
     return state
 
 
+def platforms_for(catalog: Catalog, workflow_id: str, delivery: str, repo: Path,
+                  given: tuple[str, ...] | None) -> dict[str, str]:
+    """{platform: where from} of a new delivery: `given` (`--platform`) as it is, else what the
+    target repository shows (`detect_platforms`; not looked for when no skill of the workflow
+    is bound `when: {platforms: [...]}`). A given platform no such skill names is refused."""
+    named = catalog.platforms_of(workflow_id)
+    if given is None:
+        return detect_platforms(repo, delivery) if named else {}
+    for platform in given:
+        if platform not in named:
+            raise UsageError(f"--platform {platform}: no skill of workflow `{workflow_id}` is "
+                             f"bound with it (its skills' platforms: {', '.join(named) or 'none'})"
+                             "; pass one of those, or leave --platform out to detect them from "
+                             "the repository")
+    return dict.fromkeys(given, EXPLICIT)
+
+
 def freeze_snapshot(catalog: Catalog, workflow_id: str, into: Path,
                     platforms: tuple[str, ...]) -> Snapshot:
-    """Copy every file the workflow uses under `into/snapshot/` and record path + sha256."""
+    """Copy every file the workflow uses under `into/snapshot/` and record path + sha256; bind
+    each phase's skills whose `when` names one of `platforms` (or has none)."""
     files = []
     for src in catalog.files_of(workflow_id):
         copy = Path(SNAPSHOT_DIR) / src.rel
@@ -126,8 +149,14 @@ def freeze_snapshot(catalog: Catalog, workflow_id: str, into: Path,
         files.append(SnapshotFile(kind=src.kind, id=src.id, path=src.display,
                                   sha256=sha256_file(into / copy), copy=copy.as_posix()))
     by_id = {f.id: f for f in files if f.kind == "skill"}
-    edges = [e.model_dump(by_alias=True) for e in catalog.graph.edges
-             if e.source in by_id and e.to in by_id]
+    skills = {}
+    for phase_id in catalog.phase_ids_of(workflow_id):
+        phase = catalog.phases[phase_id]
+        skills[phase_id] = [
+            BoundSkill(id=s.id, load=s.load, path=by_id[s.id].copy_path, sha256=by_id[s.id].sha256)
+            for s in phase.execution.skills
+            if s.when is None or set(s.when.platforms) & set(platforms)]
+    edges = [e.model_dump(by_alias=True) for e in bound_edges(catalog, skills)]
     if by_id and ("skill-graph", "graph") in catalog.sources:
         graph_src = catalog.source("skill-graph", "graph")
         copy = Path(SNAPSHOT_DIR) / graph_src.rel
@@ -136,14 +165,16 @@ def freeze_snapshot(catalog: Catalog, workflow_id: str, into: Path,
         # sha256 of the source, so drift is told against it; the copy holds only bound edges.
         files.append(SnapshotFile(kind="skill-graph", id="graph", path=graph_src.display,
                                   sha256=sha256_file(graph_src.path), copy=copy.as_posix()))
-    skills = {}
-    for phase_id in catalog.phase_ids_of(workflow_id):
-        phase = catalog.phases[phase_id]
-        skills[phase_id] = [
-            BoundSkill(id=s.id, load=s.load, path=by_id[s.id].copy_path, sha256=by_id[s.id].sha256)
-            for s in phase.execution.skills
-            if s.when is None or set(s.when.platforms) & set(platforms)]
     return Snapshot(workflow=workflow_id, files=files, skills=skills)
+
+
+def bound_edges(catalog: Catalog, skills: dict[str, list[BoundSkill]]) -> list:
+    """The skill-graph edges a snapshot keeps: each phase that binds an edge's source binds its
+    target too (a platform skill left unbound takes its edges along), and one phase binds it."""
+    ids = [{s.id for s in bound} for bound in skills.values()]
+    return [e for e in catalog.graph.edges
+            if any(e.source in phase for phase in ids)
+            and all(e.to in phase for phase in ids if e.source in phase)]
 
 
 def initial_state(store: Store, catalog: Catalog, workflow_id: str, delivery: str, request: str,

@@ -461,6 +461,8 @@ class Delivery(Model):
     request: str
     target: str
     platforms: list[str] = []
+    # where each platform came from: the target's project file that shows it, or `--platform`
+    platforms_from: dict[str, str] = {}
     worktree: str | None = None  # relative to the harness root when inside it
     branch: str | None = None
     base_commit: str | None = None  # feat-<d> when its worktree was made: where root nodes start

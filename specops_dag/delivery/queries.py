@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specops_dag.builtin import BUILTIN_DEFS, BUILTIN_PREFIX
+from specops_dag.delivery.platform import origin_text
 from specops_dag.errors import UsageError
 from specops_dag.files import WORKTREES, sha256_file
 
@@ -314,6 +315,8 @@ def cost_report(root: Path, state: Delivery) -> dict:
 def render_status(state: Delivery, report: dict) -> str:
     lines = [f"delivery {state.phase}  workflow {state.workflow}  status {report['status']}",
              f"request: {(state.request.strip().splitlines() or ['(empty)'])[0][:100]}"]
+    if state.platforms:
+        lines.append(f"platforms: {origin_text(state.platforms, state.platforms_from)}")
     for s in state.steps:
         line = f"  {STATUS_MARK[s.status]} {s.step:>2} {s.name:<16} {s.status:<10}"
         if s.status == "completed":

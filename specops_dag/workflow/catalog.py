@@ -87,6 +87,12 @@ class Catalog:
                     phase_ids.append(pid)
         return phase_ids
 
+    def platforms_of(self, workflow_id: str) -> list[str]:
+        """The platforms the `when:` of the workflow's skill bindings name, sorted."""
+        return sorted({p for pid in self.phase_ids_of(workflow_id)
+                       for s in self.phases[pid].execution.skills if s.when
+                       for p in s.when.platforms})
+
     def files_of(self, workflow_id: str) -> list[SourceFile]:
         """The workflow file, its phases (review phases too) and their skill files, in order.
         The skill graph is not one of them: a snapshot keeps only the edges between bound skills."""
@@ -111,12 +117,16 @@ def definition_roots(harness_root: Path | None) -> list[Path]:
     return roots
 
 
-def load_catalog(roots: Iterable[Path], display_base: Path | None = None) -> Catalog:
-    """Load and check every definition under `roots`; raise `DefinitionError` with all problems."""
+def load_catalog(roots: Iterable[Path], display_base: Path | None = None, *,
+                 skill_names: bool = False) -> Catalog:
+    """Load and check every definition under `roots`; raise `DefinitionError` with all problems.
+    `skill_names` adds the rule that a skill names only skills its phase binds
+    (`Checks.check_skill_names`): `specops check` and `new` apply it to the definitions a
+    delivery is frozen from, never to a snapshot frozen before the rule."""
     loader = _Loader(display_base)
     for root in roots:
         loader.load_root(Path(root))
-    loader.check()
+    loader.check(skill_names)
     if loader.problems:
         raise DefinitionError(loader.problems)
     return Catalog(loader.workflows, loader.phases, SkillGraph(edges=loader.edges), loader.sources,
@@ -375,6 +385,9 @@ class _Loader:
         table[parsed.id] = parsed
         self.sources[(kind, parsed.id)] = src
 
-    def check(self) -> None:
-        Checks(self.problems, self.display, self.workflows, self.phases, self.sources, self.edges,
-               self.edge_files).run()
+    def check(self, skill_names: bool = False) -> None:
+        checks = Checks(self.problems, self.display, self.workflows, self.phases, self.sources,
+                        self.edges, self.edge_files)
+        checks.run()
+        if skill_names:
+            checks.check_skill_names()

@@ -1,7 +1,7 @@
 """The cross-file rules of DESIGN §4 over what the catalog read: phases (skills, context files,
 QA, artifacts, validation layouts), workflows (nodes, needs, cycles), inputs and their contracts,
-skill bindings and skill-graph edges. It only appends problems, in the order found: it reads no
-YAML and raises nothing."""
+skill bindings, skill-graph edges and the skills each skill names. It only appends problems, in
+the order found: it reads no YAML and raises nothing."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from specops_dag.workflow.catalog import SourceFile
 
 ANALYZER_FRAMEWORKS = ("netstandard2.0", "net8.0")
+# A skill's text names another skill by its id in backticks; "the `design` gate" is a gate.
+NAMED = re.compile(r"`([a-z0-9][a-z0-9_-]{0,62})`(?!\s+gates?\b)")
 
 
 @dataclass
@@ -282,6 +284,51 @@ class Checks:
             return None
         return phase.output.ports[port].contract
 
+    def check_skill_names(self) -> None:
+        """Whenever a phase binds a skill, it binds every skill that one names: in its text (an
+        id in backticks) or by a skills/graph.yaml edge from it. A platform skill (`when:`) is
+        named in the text only of a skill bound under the same platforms; an edge may lead to it,
+        since a snapshot keeps an edge only where its target is bound."""
+        known = {sid for kind, sid in self.sources if kind == "skill"}
+        edges: dict[str, list[tuple[str, str]]] = {}
+        for edge, (src, i) in zip(self.edges, self.edge_files, strict=True):
+            edges.setdefault(edge.source, []).append((edge.to, f"{src.display}: edges[{i}].to"))
+        texts: dict[str, set[str]] = {}
+        for pid, phase in self.phases.items():
+            where = f"{self.sources[('phase', pid)].display}: execution.skills"
+            binds = {s.id: s.when.platforms if s.when else None for s in phase.execution.skills}
+            for x, when in binds.items():
+                if ("skill", x) not in self.sources:
+                    continue  # its binding is a problem already
+                if x not in texts:
+                    texts[x] = self.names_in(x, known)
+                skill = self.sources[("skill", x)].display
+                for y in sorted(texts[x]):
+                    if y not in binds:
+                        self.problems.append(
+                            f"{skill}: names skill `{y}`, but phase `{pid}` binds `{x}` without "
+                            f"`{y}` ({where}); bind `{y}` there or stop naming it")
+                    elif binds[y] is not None and (when is None or not set(when) <= set(binds[y])):
+                        self.problems.append(
+                            f"{skill}: names skill `{y}`, but phase `{pid}` binds `{y}` only "
+                            f"{platforms_text(binds[y])} and `{x}` "
+                            f"{platforms_text(when) if when else 'always'} ({where}); name a "
+                            "platform skill only through a skills/graph.yaml edge, or bind "
+                            "both under the same platforms")
+                for y, edge_at in edges.get(x, []):
+                    if y not in binds:
+                        self.problems.append(
+                            f"{edge_at}: `{x}` loads `{y}`, but phase `{pid}` binds `{x}` "
+                            f"without `{y}` ({where}); bind `{y}` there or remove the edge")
+
+    def names_in(self, skill_id: str, known: set[str]) -> set[str]:
+        """The other skills `skill_id`'s file names (unreadable: none; loading reports it)."""
+        try:
+            text = self.sources[("skill", skill_id)].path.read_text("utf-8", errors="replace")
+        except OSError:
+            return set()
+        return {m for m in NAMED.findall(text) if m in known and m != skill_id}
+
     def check_graph(self) -> None:
         bound = sorted(sid for kind, sid in self.sources if kind == "skill")
         for edge, (src, i) in zip(self.edges, self.edge_files, strict=True):
@@ -315,6 +362,10 @@ def check_validation(problems: list[str], where: str, cfg: ValidationConfig) -> 
     if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]{0,63}", cfg.configuration):
         p.append(f"{where}.configuration: `{cfg.configuration}` is not an MSBuild "
                  "configuration name; use letters, digits, `_`, `.`, `-`, e.g. `Release`")
+
+
+def platforms_text(platforms: list[str]) -> str:
+    return f"`when: {{platforms: [{', '.join(platforms)}]}}`"
 
 
 def relative_path_problem(rel: str) -> str | None:
