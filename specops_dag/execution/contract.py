@@ -90,7 +90,7 @@ def negotiate(store: Store, state: Delivery, step: Step, catalog: Catalog,
         path.unlink(missing_ok=True)  # a stale contract is never read as this round's
         wrote = codex_session(store, settings, phase, codex_bin, prompt=prompt.text, cwd=cwd,
                               folder=folder, delivery=state.phase, label=f"{label}.contract",
-                              attempt=round_no, env=env,
+                              attempt=round_no, env={**env, "SPECOPS_CONTRACT": "1"},
                               output=folder / f"contract-r{round_no}-output.json")
         usage.append(wrote.usage)
         retries.extend(wrote.retries)

@@ -69,8 +69,10 @@ def _state_context(event: str, env: dict[str, str]) -> str | None:
     first = ("recovery-index", recovery_index(store, state, step, catalog, at)) \
         if event == "session-start" else ("workflow-state", workflow_state(store, state, step,
                                                                            catalog, at))
-    sections = [first, ("skill-invocation", skill_invocation(
-        state, step, catalog, at, env.get("SPECOPS_REVIEW_PHASE") or step.phase))]
+    # a sprint-contract session builds nothing: the build's skills are not its to follow
+    skills = "" if env.get("SPECOPS_CONTRACT") else skill_invocation(
+        state, step, catalog, at, env.get("SPECOPS_REVIEW_PHASE") or step.phase)
+    sections = [first, ("skill-invocation", skills)]
     folder = store.delivery_dir(state.phase) / step.name
     return fit(sections, folder / OVERFLOW, at(f"phases/{state.phase}/{step.name}/{OVERFLOW}"))
 
@@ -228,10 +230,9 @@ def skill_invocation(state: Delivery, step: Step, catalog: Catalog, at: Paths,
         *([f"- `{e.to}` {at(f'phases/{d}/{known[e.to].path}')} (sha256 {known[e.to].sha256}) "
            "— when: "
            f"{clip(e.reason, 200)}" for e in edges] or ["- none"]),
-        f"skill session record: {at(f'phases/{d}/{step.name}/skill-session.md')}",
-        "Read the entry skill file completely and follow it first; load an on-demand skill only "
-        "when the entry skill calls for it along an edge above. Do not reduce the entry skill "
-        "to producing one artifact.", "</skill-invocation>"])
+        "Read the entry skill completely after the READ files (work rule 1) and follow it; load "
+        "an on-demand skill only when the entry skill calls for it along an edge above.",
+        "</skill-invocation>"])
 
 
 def fit(sections: list[tuple[str, str]], overflow: Path, shown: str) -> str:

@@ -120,10 +120,8 @@ def skill_block(root: Path) -> str:
         "on-demand skills (skill-graph edges from the entry skill):\n"
         f"- `survey` {survey[0]} (sha256 {survey[1]}) — when: Before changing code you have not "
         "read.\n"
-        "skill session record: phases/d1/build/skill-session.md\n"
-        "Read the entry skill file completely and follow it first; load an on-demand skill only "
-        "when the entry skill calls for it along an edge above. Do not reduce the entry skill to "
-        "producing one artifact.\n"
+        "Read the entry skill completely after the READ files (work rule 1) and follow it; load "
+        "an on-demand skill only when the entry skill calls for it along an edge above.\n"
         "</skill-invocation>")
 
 
@@ -146,6 +144,16 @@ def test_user_prompt_submit_injects_the_workflow_state_and_the_skill_invocation(
         f"- phases/d1/spec/spec.md (sha256 {spec_sha}) — input `spec`: `spec` output `out`, "
         "artifact `spec`\n"
         "</workflow-state>\n" + skill_block(root))
+
+
+def test_a_contract_session_is_not_told_to_follow_the_builds_skills(root: Path,
+                                                                   monkeypatch) -> None:
+    new(root)
+    monkeypatch.setenv("SPECOPS_DELIVERY", "d1")
+    monkeypatch.setenv("SPECOPS_NODE", "build")
+    monkeypatch.setenv("SPECOPS_CONTRACT", "1")
+    text = inject("user-prompt-submit")
+    assert text.startswith("<workflow-state>") and "<skill-invocation>" not in text
 
 
 def test_an_unbound_on_demand_skill_is_not_offered(root: Path, monkeypatch) -> None:
