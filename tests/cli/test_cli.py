@@ -338,8 +338,10 @@ def test_demo_runs_a_quick_delivery_with_the_real_codex_cli_offline(
     actions = {}
     for request in requests:  # the real codex CLI ran: one thread per node
         actions.setdefault(request["node"], []).append(request.get("literal", {}).get("action"))
-    assert actions == {"develop": [None, "read", "write", "done"],  # its product change first
-                       "verify": ["read", "write", "done"], "delivery": ["read", "write", "done"]}
+    # its product change first; each ran the CHANGES command its prompt names
+    assert actions == {"develop": [None, "read", "changes", "write", "done"],
+                       "verify": ["read", "changes", "write", "done"],
+                       "delivery": ["read", "changes", "write", "done"]}
     assert len({r["thread"] for r in requests}) == 3
     assert any(line.startswith("handoff develop/changes: phases/demo-1/develop/develop/changes.md ")
                for line in lines)
