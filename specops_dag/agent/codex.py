@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from specops_dag.builtin import CHECKOUT as PACKAGE_ROOT
@@ -201,9 +201,116 @@ def hook_overrides(python: str = sys.executable) -> list[str]:
 
 
 def run_model(settings: AgentSettings) -> str | None:
-    """The model the sessions of these settings run (`-m`): the configured one, the replay
-    agent's bundled slug, or None (codex's own configured default)."""
+    """The model the product names for the sessions of these settings (`-m`): the configured
+    one, the replay agent's bundled slug, or None (codex picks: see `expected_model`)."""
     return settings.model or (REPLAY_MODEL if settings.replay_url else None)
+
+
+def expected_model(settings: AgentSettings,
+                   env: dict[str, str] | os._Environ[str] | None = None) -> str | None:
+    """The model a session of these settings will run, before codex reports it: `-m`, else the
+    one codex's config names (`configured_model`), else None (codex's built-in default)."""
+    return run_model(settings) or configured_model(settings, env)[0]
+
+
+# Codex 0.171's config layers on Unix, lowest first (codex-rs/config loader): the system file,
+# CODEX_HOME/config.toml, project `.codex/config.toml` files, the `-c` session flags, then the
+# legacy managed file on top.
+SYSTEM_CONFIG = Path("/etc/codex/config.toml")
+MANAGED_CONFIG = Path("/etc/codex/managed_config.toml")
+
+
+def configured_model(settings: AgentSettings,
+                     env: dict[str, str] | os._Environ[str] | None = None
+                     ) -> tuple[str | None, str]:
+    """(model, provider id) codex resolves for the sessions of these settings from its config,
+    read as codex does: the system file, the user's config.toml (not under
+    `--ignore-user-config`, which replay sessions pass), the sessions' `-c` flags and the managed
+    file, merged table by table; then the selected `profile`'s `model`/`model_provider` over the
+    merged ones, `-m` over all, and provider `openai` when none is named. Project layers and
+    cloud-managed config are not read: a model named only there, or codex's built-in default
+    (model None), is known from codex's own report of the session (`session_report`)."""
+    import tomllib
+
+    env = os.environ if env is None else env
+    files = [SYSTEM_CONFIG] + ([] if settings.replay_url else
+                               [user_codex_home(settings, env) / "config.toml"])
+    merged: dict = {}
+    for path in files:
+        try:
+            with open(path, "rb") as fh:
+                merge_toml(merged, tomllib.load(fh))
+        except (OSError, tomllib.TOMLDecodeError):
+            continue  # codex itself refuses a broken file, and says so
+    flags = ([f"model_provider={REPLAY_PROVIDER}"] if settings.replay_url else [])
+    for override in (*flags, *settings.config):
+        merge_toml(merged, session_flag(override))
+    try:
+        with open(MANAGED_CONFIG, "rb") as fh:
+            merge_toml(merged, tomllib.load(fh))
+    except (OSError, tomllib.TOMLDecodeError):
+        pass
+    profiles = merged.get("profiles")
+    chosen = profiles.get(merged.get("profile")) if isinstance(profiles, dict) else None
+    chosen = chosen if isinstance(chosen, dict) else {}
+    model = run_model(settings) or chosen.get("model") or merged.get("model")
+    provider = chosen.get("model_provider") or merged.get("model_provider") or "openai"
+    return (model if isinstance(model, str) else None,
+            provider if isinstance(provider, str) else "openai")
+
+
+def session_flag(override: str) -> dict:
+    """One `-c key=value` as the table codex merges: the key split at each `.`, the value read
+    as TOML, or kept as the raw text when it is not TOML (codex's rule)."""
+    import tomllib
+
+    key, _, raw = override.partition("=")
+    try:
+        value: object = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    for part in reversed(key.strip().split(".")):
+        value = {part: value}
+    return value if isinstance(value, dict) else {}
+
+
+def merge_toml(base: dict, overlay: dict) -> None:
+    """Codex's layer merge: tables merge key by key, any other value replaces."""
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merge_toml(base[key], value)
+        else:
+            base[key] = value
+
+
+def session_report(codex_home: Path, thread_id: str | None) -> tuple[str | None, str | None]:
+    """(model, provider id) codex recorded for a session in its rollout file,
+    `CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl`: the last `turn_context`
+    item's `model` and the `session_meta` item's `model_provider` (or, failing them, its
+    `thread_settings_applied` event). `codex exec --json` says neither: its `thread.started`
+    carries the thread id only. (None, None) when there is no such file."""
+    if not thread_id:
+        return None, None
+    model = provider = applied_model = applied_provider = None
+    for rollout in (codex_home / "sessions").glob(f"*/*/*/rollout-*-{thread_id}.jsonl"):
+        for line in rollout.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            payload = item.get("payload") if isinstance(item, dict) else None
+            if not isinstance(payload, dict):
+                continue
+            if item.get("type") == "turn_context" and isinstance(payload.get("model"), str):
+                model = payload["model"]
+            elif item.get("type") == "session_meta" and isinstance(
+                    payload.get("model_provider"), str):
+                provider = payload["model_provider"]
+            elif payload.get("type") == "thread_settings_applied":
+                applied = payload.get("thread_settings") or {}
+                applied_model = applied.get("model") or applied_model
+                applied_provider = applied.get("model_provider_id") or applied_provider
+    return model or applied_model, provider or applied_provider
 
 
 WRITE_PROFILE = "specops_write"
@@ -359,6 +466,8 @@ class CodexRun:
     overrun_command: str | None = None  # the command killed for passing `command_timeout_s`
     command_timeout_s: int = 1800
     infrastructure: str | None = None  # the provider failed, not the agent: worth a retry
+    model: str | None = None  # the model codex reported for the session (`session_report`)
+    provider: str | None = None  # the model provider's id codex reported for it
 
     @property
     def ok(self) -> bool:
@@ -429,8 +538,11 @@ def run_codex(argv: list[str], prompt: str, *, workdir: Path, env: dict[str, str
                          busy=stream.command_age, busy_timeout_s=command_timeout_s)
     overrun = stream.oldest_command() if result.busy_timed_out else None  # before the last read
     stream.read()
-    return summarize(result, stream.events, overrun_command=overrun,
-                     command_timeout_s=command_timeout_s)
+    run = summarize(result, stream.events, overrun_command=overrun,
+                    command_timeout_s=command_timeout_s)
+    home = Path(env.get("CODEX_HOME") or Path(env.get("HOME") or Path.home()) / ".codex")
+    model, provider = session_report(home, run.thread_id)
+    return replace(run, model=model, provider=provider)
 
 
 def summarize(result: ProcessResult, events: list[dict], *, overrun_command: str | None = None,

@@ -31,8 +31,11 @@ def budget_spent(state: Delivery, step: Step, phase_tokens: int | None,
     its review rounds under the evaluator `phase`'s budget), or None while every budget lasts.
     Token budgets count uncached input plus output tokens; USD budgets price the sessions with
     `prices` for `model` — and, with a USD budget set, a model without a price (or no table)
-    stops the step too: money that cannot be counted is never taken as unspent."""
+    stops the step too: money that cannot be counted is never taken as unspent. With no `model`
+    (neither `-m` nor codex's config names one) the next session is taken to run the model
+    codex reported for the delivery's latest session that reported one."""
     phase = phase or step.phase
+    model = model or reported_model(state, step)
     whose = "" if role == "generator" else "the review rounds of "
     used = step_tokens(step, role)
     if phase_tokens is not None and used >= phase_tokens:
@@ -48,6 +51,16 @@ def budget_spent(state: Delivery, step: Step, phase_tokens: int | None,
                     f"{usd_text(phase_usd)} (phase `{phase}` budget.usd); no further codex "
                     "call is made")
     return delivery_spent(state, prices, model)
+
+
+def reported_model(state: Delivery, step: Step) -> str | None:
+    """The model codex reported for the latest session of `step`, else of the delivery's steps
+    (the last one in workflow order that has one), or None."""
+    for candidate in (step, *reversed(state.steps)):
+        found = next((u.model for u in reversed(candidate.usage) if u.model), None)
+        if found:
+            return found
+    return None
 
 
 def delivery_spent(state: Delivery, prices: PriceTable | None,

@@ -107,7 +107,8 @@ class Usage(Model):
     reasoning_output_tokens: int = 0
     role: Literal["generator", "evaluator"] = "generator"  # whose session (a review round's)
     task: str | None = None  # a fan-out task's session: the task id
-    model: str | None = None  # the model it ran (`-m`); None: codex's configured default
+    model: str | None = None  # the model it ran, as codex reported it (else `-m`, else config)
+    provider: str | None = None  # the model provider's id, as codex reported it; None: unreported
 
 
 # How an attempt ended (issue 21): one reason each. `infrastructure` (the provider failed: HTTP

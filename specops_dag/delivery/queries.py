@@ -320,7 +320,9 @@ def render_status(state: Delivery, report: dict) -> str:
     for s in state.steps:
         line = f"  {STATUS_MARK[s.status]} {s.step:>2} {s.name:<16} {s.status:<10}"
         if s.status == "completed":
-            line += f" {len(s.handoff)} handoff(s), attempt {s.attempts}"
+            # its attempt since the last reopen, as the evidence counts it: a resume restarts
+            # `attempts` (the attempt budget), never `attempt_log`
+            line += f" {len(s.handoff)} handoff(s), attempt {len(s.attempt_log) or s.attempts}"
         if s.usage:
             cached = step_cached(s)
             usd = report.get("cost", {}).get("per_node", {}).get(s.name)

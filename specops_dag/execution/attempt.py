@@ -24,9 +24,9 @@ from specops_dag.agent.codex import (
     CodexRun,
     agent_excludes,
     codex_argv,
+    expected_model,
     find_codex,
     run_codex,
-    run_model,
     secret_values,
 )
 from specops_dag.agent.prompt import (
@@ -411,16 +411,17 @@ def _one_session(store: Store, settings: AgentSettings, execution: Execution, co
         "usage": run.usage, "last_message": redact(run.last_message, secrets),
         "jsonl": redact(run.process.stdout, secrets),
         "stderr": redact(run.process.stderr, secrets)})
-    return CodexSession(run, usage_of(run, attempt, "generator", run_model(settings)), secrets)
+    return CodexSession(run, usage_of(run, attempt, "generator", expected_model(settings)), secrets)
 
 
 TOKEN_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens")
 
 
 def usage_of(run: CodexRun, attempt: int, role: str, model: str | None = None) -> Usage:
-    """The tokens of one codex session, as the state records them."""
-    return Usage(attempt=attempt, thread_id=run.thread_id, role=role, model=model,
-                 **{k: run.usage.get(k, 0) for k in TOKEN_FIELDS})
+    """The tokens of one codex session, as the state records them, with the model and provider
+    codex reported for it; `model` (what the settings expect) only when codex reported none."""
+    return Usage(attempt=attempt, thread_id=run.thread_id, role=role, model=run.model or model,
+                 provider=run.provider, **{k: run.usage.get(k, 0) for k in TOKEN_FIELDS})
 
 
 def use_codex_home(store: Store, settings: AgentSettings, env: dict[str, str]) -> None:
@@ -473,7 +474,7 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     phase = catalog.phases[phase_id]
     spent = budget_spent(state, step, phase.execution.budget.tokens, phase_id, "evaluator",
                          phase_usd=phase.execution.budget.usd, prices=load_prices(store.root),
-                         model=run_model(settings))
+                         model=expected_model(settings))
     if spent:
         return AttemptResult(False, spent, environment=True, reason="budget")
     folder = node_dir(store, state.phase, step.name)
@@ -524,7 +525,7 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     usage = outcome.usage if outcome is first else first.usage.model_copy(update={
         k: getattr(first.usage, k) + getattr(outcome.usage, k) for k in TOKEN_FIELDS})
     record = outcome.record.model_copy(update={"usage": ReviewUsage.model_validate(
-        usage.model_dump(exclude={"role", "attempt", "task", "model"}))})
+        usage.model_dump(exclude={"role", "attempt", "task", "model", "provider"}))})
     evaluator_passed, evaluator_reason = record.verdict == "PASS", record.reason
     qa_failure = judge_with_qa(record, qa, store.root, repo)
     retries = first.retries + (outcome.retries if outcome is not first else ())
@@ -693,7 +694,7 @@ class ReviewSession:
                 path.write_text(redact(path.read_text(encoding="utf-8", errors="replace"),
                                        secrets), encoding="utf-8")
         base.with_name(base.name + ".last-message.md").write_text(said, encoding="utf-8")
-        usage = usage_of(run, self.round_no, "evaluator", run_model(settings))
+        usage = usage_of(run, self.round_no, "evaluator", expected_model(settings))
         transcript = base.with_name(base.name + ".jsonl").relative_to(store.root).as_posix()
         stop = run.environment_error or (run.infrastructure and "infrastructure: the "
                                          "evaluator's " + run.infrastructure)

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from specops_dag import gitflow
-from specops_dag.agent.codex import AgentSettings, find_codex, run_model
+from specops_dag.agent.codex import AgentSettings, configured_model, find_codex
 from specops_dag.delivery import pricing
 from specops_dag.delivery.model import Delivery, FileRef, Step
 from specops_dag.delivery.queries import tokens, usd_text
@@ -39,7 +39,7 @@ def build_evidence(store: Store, state: Delivery, step: Step, tree: Path,
     return {
         "evidence_version": EVIDENCE_VERSION,
         "delivery": state.phase, "workflow": state.workflow, "node": step.name,
-        "phase": step.phase, "status": step.status, "attempts": step.attempts,
+        "phase": step.phase, "status": step.status, "attempts": attempts_of(step),
         "started_at": step.started_at, "completed_at": step.completed_at,
         "duration_s": round(sum(a.duration_s for a in step.attempt_log), 3),
         "handoffs": {k: v.model_dump() for k, v in step.handoff.items()},
@@ -136,11 +136,22 @@ def cost_of(store: Store, step: Step) -> dict:
             "prices": {"as_of": table.as_of, "source": table.source} if table else None}
 
 
+def attempts_of(step: Step) -> int:
+    """Every attempt of the node since its last reopen, those before a `specops resume` too:
+    its `attempt_log` (numbered 1…), which a resume does not restart as it restarts the
+    state's `attempts` (the agent calls its attempt budget counts)."""
+    return len(step.attempt_log) or step.attempts
+
+
 def agent_of(store: Store, settings: AgentSettings, step: Step) -> dict:
-    provider = "specops replay" if settings.replay_url else next(
-        (c.partition("=")[2].strip('"') for c in settings.config
-         if c.startswith("model_provider=")), "openai (codex's configured default)")
-    return {"codex_version": codex_version(settings, store.root), "model": run_model(settings),
+    """The codex CLI, and the model and provider of the node's latest session as codex reported
+    them (`session_report`); what the settings and codex's config name only when it did not."""
+    model = next((u.model for u in reversed(step.usage) if u.model), None)
+    provider = next((u.provider for u in reversed(step.usage) if u.provider), None)
+    if model is None or provider is None:
+        named, configured = configured_model(settings)
+        model, provider = model or named, provider or configured
+    return {"codex_version": codex_version(settings, store.root), "model": model,
             "provider": provider,
             "thread_ids": list(dict.fromkeys(u.thread_id for u in step.usage if u.thread_id))}
 
@@ -275,7 +286,7 @@ def node_markdown(rec: dict) -> list[str]:
     agent = rec["agent"]
     if agent:
         lines.append(f"- codex {agent['codex_version'] or '(version unknown)'}, model "
-                     f"`{agent['model'] or 'default'}`, provider {agent['provider']}; prompt "
+                     f"`{agent['model'] or 'not reported'}`, provider {agent['provider']}; prompt "
                      f"sha256 `{(rec['prompt_sha256'] or '')[:12]}`; threads "
                      + ", ".join(f"`{t}`" for t in agent["thread_ids"]))
     return lines + [""]

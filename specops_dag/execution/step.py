@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from specops_dag import gitflow
-from specops_dag.agent.codex import AgentSettings, run_model
+from specops_dag.agent.codex import AgentSettings, expected_model
 from specops_dag.agent.prompt import assemble_prompt
 from specops_dag.delivery import pricing
 from specops_dag.delivery.budget import budget_spent
@@ -111,6 +111,7 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
         return claim
     state, catalog = claim
     step = state.get_step(node)
+    number = len(step.attempt_log) + 1  # since the last reopen, a resume's attempts included
     started, began = time.monotonic(), now_iso()
     try:
         result = run_attempt(store, state, step, catalog, settings, progress,
@@ -125,10 +126,11 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
     final = (result.ok or result.environment or result.review_exhausted
              or step.attempts >= max_attempts)
     took = round(time.monotonic() - started, 3)
-    ended = AttemptRecord(attempt=step.attempts, reason=reason_of(result),
+    ended = AttemptRecord(attempt=number, reason=reason_of(result),
                           detail=result.summary[:500], infra_retries=list(result.infra),
                           started_at=began, ended_at=now_iso(), duration_s=took,
                           counted=result.reason != "infrastructure")
+    result = numbered(result, number)
     written = finish_attempt(store, delivery, node, result, final=final, ended=ended,
                              settings=settings)
     extra = {"usage": result.usage, "prompt_chars": result.prompt_chars, "duration_s": took,
@@ -144,7 +146,7 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
                            commits=after.get_step(node).commits,
                            tasks=task_summaries(after.get_step(node)),
                            tokens=token_totals(after, node, result.usage),
-                           usd=money_totals(store, after, node, step.attempts),
+                           usd=money_totals(store, after, node, number),
                            evidence=after.get_step(node).evidence, **extra)
     if result.environment:
         return StepOutcome("environment", node, f"blocked: {result.summary}", **extra)
@@ -203,7 +205,8 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
                                f"`{step.status}`")
         execution = catalog.phases[step.phase].execution
         block = budget_spent(state, step, execution.budget.tokens, phase_usd=execution.budget.usd,
-                             prices=pricing.load_prices(store.root), model=run_model(settings))
+                             prices=pricing.load_prices(store.root),
+                             model=expected_model(settings))
         block = block or prepare_worktree(store, state, step)
         if not block and catalog.phases[step.phase].execution.fan_out is not None:
             block = bad_task_list(store, state, step, catalog)
@@ -217,7 +220,8 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
         state.start(step, current_owner())
         if step.attempts == 1:
             step.base_commit = head_commit(workdir(store, state, step))
-        step.consumed = upstream_handoffs(state, step)
+        step.consumed = {**request_inputs(store, state, step, catalog),
+                         **upstream_handoffs(state, step)}
         now = {ref.path: sha256_file(store.root / ref.path) for ref in step.consumed.values()}
         changed = [f"{ref.path} (registered {ref.sha256[:12]}, now {now[ref.path][:12]})"
                    for ref in step.consumed.values() if now[ref.path] != ref.sha256]
@@ -464,10 +468,33 @@ def _block_reason(store: Store, state: Delivery, step: Step) -> str | None:
     return None
 
 
+def request_inputs(store: Store, state: Delivery, step: Step,
+                   catalog: Catalog) -> dict[str, FileRef]:
+    """The delivery's request file as the node's prompt names it (path, sha256), keyed by the
+    workflow input an input port of the node takes (`{input: request}`)."""
+    path = store.delivery_dir(state.phase) / "request.md"
+    node = next(n for n in catalog.workflows[state.workflow].nodes if n.id == step.name)
+    names = dict.fromkeys(ref.input for ref in node.inputs.values() if ref.input is not None)
+    if not names or not path.is_file():
+        return {}
+    ref = FileRef(path=path.relative_to(store.root).as_posix(), sha256=sha256_file(path))
+    return {name: ref for name in names}
+
+
 def upstream_handoffs(state: Delivery, step: Step) -> dict[str, FileRef]:
     """Every handoff of every direct upstream step, keyed `<node>/<artifact>`, in needs order."""
     return {f"{n}/{art}": ref for n in step.needs
             for art, ref in state.get_step(n).handoff.items()}
+
+
+def numbered(result: AttemptResult, attempt: int) -> AttemptResult:
+    """The attempt's own sessions (generator, evaluator, contract) under the attempt's number in
+    `attempt_log`, which a resume does not restart as it restarts `attempts`."""
+    def own(usage: Usage) -> Usage:
+        return usage if usage.task else usage.model_copy(update={"attempt": attempt})
+    return replace(result, usage=result.usage and own(result.usage),
+                   review_usage=result.review_usage and own(result.review_usage),
+                   contract_usage=tuple(own(u) for u in result.contract_usage))
 
 
 def reason_of(result: AttemptResult) -> str:

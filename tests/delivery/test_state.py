@@ -522,7 +522,8 @@ def test_a_review_round_keeps_its_qa_report_and_usage_with_exactly_their_fields(
         *(f.name for f in dataclasses.fields(QaReport) if f.name not in ("checks", "logs")),
         "checks"]
     assert list(ReviewUsage.model_fields) == [f for f in Usage.model_fields
-                                              if f not in ("attempt", "role", "task", "model")]
+                                              if f not in ("attempt", "role", "task", "model",
+                                                           "provider")]
     qa = QaReport("failed", "probe `todos` failed", "probes", commit="abc", duration_s=1.5,
                   checks=(QaCheck("todos", "probe", "failed", "500", ("a.txt",)),),
                   logs=("app.out.txt",))

@@ -34,7 +34,7 @@ def test_the_evaluator_gets_its_own_goal_criteria_skills_and_report_not_the_gene
     prompt = (root / "phases/d1/write/reviews/write-r1-prompt.md").read_text()
     skill = store.read("d1").snapshot.skills["c-eval"][0]
     notes = store.read("d1").get_step("write").handoff["notes"].sha256
-    request = json.loads(json.dumps(store.read("d1").get_step("write").consumed))
+    request = {k: v.model_dump() for k, v in store.read("d1").get_step("write").consumed.items()}
     assert prompt == (
         "# Agents\nBe precise.\n\n\n"
         "# Current step: review of `write` (review round 1 of 2; evaluator, read-only)\n\n"
@@ -49,7 +49,8 @@ def test_the_evaluator_gets_its_own_goal_criteria_skills_and_report_not_the_gene
         "TASK:\nJudge the notes.\n" + prompt.split("Judge the notes.\n", 1)[1])
     assert "WRITE:" not in prompt and "Common work rules" not in prompt
     assert "- - " not in prompt
-    assert request == {}  # the generator consumed nothing upstream
+    # the generator consumed nothing upstream, only the request its prompt named
+    assert request == {"request": {"path": "phases/d1/request.md", "sha256": request_sha(root)}}
 
 
 def request_sha(root: Path) -> str:

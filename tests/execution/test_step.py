@@ -151,4 +151,6 @@ def test_the_command_sees_the_specops_environment(tmp_path: Path) -> None:
     env = json.loads((root / "phases/d1/a/out.txt").read_text())
     assert env == {"SPECOPS_ROOT": str(root), "SPECOPS_DELIVERY": "d1", "SPECOPS_NODE": "a",
                    "SPECOPS_NODE_DIR": str(root / "phases/d1/a"), "SPECOPS_TARGET": str(root),
-                   "SPECOPS_ATTEMPT": "1", "SPECOPS_INPUTS": "{}"}
+                   "SPECOPS_ATTEMPT": "1", "SPECOPS_INPUTS": json.dumps({"request": {
+                       "path": "phases/d1/request.md",
+                       "sha256": sha256_file(root / "phases/d1/request.md")}})}
