@@ -98,11 +98,12 @@ def test_an_agent_that_deletes_a_test_fails_the_attempt_and_the_restoring_attemp
     sessions = record["cost"]["sessions"]
     assert [(s["attempt"], s["role"], s["model"]) for s in sessions] == [
         (1, "generator", "gpt-5.5"), (2, "generator", "gpt-5.5")]
-    # four requests of the replay agent (4,000 input, 800 output tokens) at the dated default
-    # price of gpt-5.5: $1.25 and $10 per 1M
+    # five requests of the replay agent (it reads, runs the prompt's CHANGES command, writes,
+    # says done: 5,000 input, 1,000 output tokens) at the dated default price of gpt-5.5: $1.25
+    # and $10 per 1M
     assert [(s["input_tokens"], s["output_tokens"], s["usd"]) for s in sessions] == [
-        (4000, 800, 0.013), (4000, 800, 0.013)]
-    assert record["cost"]["usd"] == 0.026
+        (5000, 1000, 0.01625), (5000, 1000, 0.01625)]
+    assert record["cost"]["usd"] == 0.0325
     assert record["agent"]["codex_version"] == json.loads(
         (Path(__file__).parents[2] / "package.json").read_text())["dependencies"]["@openai/codex"]
     assert record["agent"]["thread_ids"] == [s["thread_id"] for s in sessions]
@@ -113,7 +114,7 @@ def test_an_agent_that_deletes_a_test_fails_the_attempt_and_the_restoring_attemp
     assert "- tests: 2 executed, 2 passed, 0 failed, 0 skipped\n" in body
     assert "- test integrity: no change weakens the tests\n" in body
     assert "- attempts: 1: verification-failed, 2: completed\n" in body
-    assert "- 9600 tokens (uncached input + output), $0.026\n" in body
+    assert "- 12000 tokens (uncached input + output), $0.0325\n" in body
     pending = specops_at(store.root, "evidence", "d1", "review")
     assert (pending.returncode, pending.stdout, pending.stderr) == (
         2, "", "error: node `review` of `d1` has no evidence record: it is `pending`; "
