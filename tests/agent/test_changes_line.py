@@ -13,7 +13,7 @@ import pytest
 from specops_dag.execution.step import run_step
 
 from ..support.agents import (
-    EVALUATOR,
+    add_review,
     agentic_git_harness,
     attempts,
     create,
@@ -21,7 +21,6 @@ from ..support.agents import (
     settings_for,
     verdict,
 )
-from ..support.harness import write_tree
 
 pytestmark = pytest.mark.e2e
 
@@ -70,13 +69,7 @@ def test_a_later_nodes_changes_command_lists_the_product_change_and_no_delivery_
 def test_the_evaluators_changes_command_shows_the_generators_uncommitted_work(
         tmp_path: Path) -> None:
     root = agentic_git_harness(tmp_path)
-    write_tree(root, {"workflow_defs/phases/c-eval.yaml": EVALUATOR,
-                      "workflow_defs/skills/c-eval-skill/SKILL.md": "---\nname: c-eval-skill\n"
-                                                                   "---\nBe skeptical.\n"})
-    workflow = root / "workflow_defs/workflows/agentic.yaml"
-    workflow.write_text(workflow.read_text().replace(
-        "{id: write, phase: c-write,", "{id: write, phase: c-write, review: {phase: c-eval, "
-        "max_rounds: 2},"))
+    add_review(root)
     store = create(root, None)
     with replay(tmp_path, {"write": [{"literal": {"before": [FEATURE]}}],
                            "write.review": [verdict("PASS", 9, 9)]}) as server:

@@ -11,28 +11,16 @@ import json
 import socket
 from pathlib import Path
 
-import git
 import pytest
 
 from specops_dag.agent.codex import AgentSettings
-from specops_dag.delivery.store import Store
 from specops_dag.execution.step import run_step
 
-from ..support.agents import agentic_git_harness, new, replay
+from ..support.agents import guarded_harness, replay
 from ..support.cli import specops_at
 from ..support.dotnet import FIXTURES
 
 TESTS = "tests/Calc.Tests/CalculatorTests.cs"
-
-
-def guarded_harness(tmp_path: Path) -> Store:
-    root = agentic_git_harness(tmp_path, "all-pass")
-    phase = root / "workflow_defs/phases/c-write.yaml"
-    phase.write_text(phase.read_text().replace("validation: none", "validation: full"))
-    repo = git.Repo(root)
-    repo.git.add(A=True)
-    repo.git.commit("-q", "-m", "a full phase")
-    return new(root)
 
 
 def restore_command() -> str:

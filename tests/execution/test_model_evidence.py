@@ -10,14 +10,21 @@ import hashlib
 import json
 from pathlib import Path
 
-import git
 import pytest
 
 from specops_dag.agent.codex import AgentSettings, configured_model, session_report
 from specops_dag.delivery.store import Store
 from specops_dag.execution.step import run_step
 
-from ..support.agents import agentic_git_harness, agentic_root, create, new, replay, settings_for
+from ..support.agents import (
+    agentic_git_harness,
+    agentic_root,
+    create,
+    guarded_harness,
+    new,
+    replay,
+    settings_for,
+)
 from ..support.cli import specops_at
 
 TESTS = "tests/Calc.Tests/CalculatorTests.cs"
@@ -117,16 +124,6 @@ def test_the_configured_model_and_provider_are_resolved_as_codex_resolves_them(
     settings = AgentSettings(codex_home=str(tmp_path), config=flags,
                              replay_url="http://127.0.0.1:9" if replaying else None)
     assert configured_model(settings, {}) == expected
-
-
-def guarded_harness(tmp_path: Path) -> Store:
-    root = agentic_git_harness(tmp_path, "all-pass")
-    phase = root / "workflow_defs/phases/c-write.yaml"
-    phase.write_text(phase.read_text().replace("validation: none", "validation: full"))
-    repo = git.Repo(root)
-    repo.git.add(A=True)
-    repo.git.commit("-q", "-m", "a full phase")
-    return new(root)
 
 
 @pytest.mark.e2e

@@ -162,13 +162,7 @@ validation: none
 
 def review_root(tmp_path: Path, max_rounds: int = 2) -> Store:
     root = agentic_root(tmp_path)
-    write_tree(root, {"workflow_defs/phases/c-eval.yaml": EVALUATOR,
-                      "workflow_defs/skills/c-eval-skill/SKILL.md": "---\nname: c-eval-skill\n"
-                                                                   "---\nBe skeptical.\n"})
-    wf = root / "workflow_defs/workflows/agentic.yaml"
-    wf.write_text(wf.read_text().replace(
-        "{id: write, phase: c-write,",
-        f"{{id: write, phase: c-write, review: {{phase: c-eval, max_rounds: {max_rounds}}},"))
+    add_review(root, max_rounds)
     store = Store(root)
     new_delivery(store, load_catalog(definition_roots(root), display_base=root), "agentic", "d1",
                  "Write notes.")
@@ -213,3 +207,25 @@ def agentic_git_harness(tmp_path: Path, fixture: str | None = None) -> Path:
     repo.git.add(A=True)
     repo.index.commit("initial", author=WHO, committer=WHO)
     return root
+
+
+def guarded_harness(tmp_path: Path) -> Store:
+    """The `all-pass` fixture as an agentic git harness whose `write` node validates `full`."""
+    root = agentic_git_harness(tmp_path, "all-pass")
+    phase = root / "workflow_defs/phases/c-write.yaml"
+    phase.write_text(phase.read_text().replace("validation: none", "validation: full"))
+    repo = git.Repo(root)
+    repo.git.add(A=True)
+    repo.git.commit("-q", "-m", "a full phase")
+    return new(root)
+
+
+def add_review(root: Path, max_rounds: int = 2) -> None:
+    """The agentic workflow's `write` node reviewed by the `c-eval` evaluator phase."""
+    write_tree(root, {"workflow_defs/phases/c-eval.yaml": EVALUATOR,
+                      "workflow_defs/skills/c-eval-skill/SKILL.md": "---\nname: c-eval-skill\n"
+                                                                   "---\nBe skeptical.\n"})
+    wf = root / "workflow_defs/workflows/agentic.yaml"
+    wf.write_text(wf.read_text().replace(
+        "{id: write, phase: c-write,",
+        f"{{id: write, phase: c-write, review: {{phase: c-eval, max_rounds: {max_rounds}}},"))

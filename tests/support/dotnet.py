@@ -12,6 +12,7 @@ from pathlib import Path
 
 import git
 
+from .git import WHO
 from .harness import REPO, VENV_BIN
 
 FIXTURES = REPO / "dotnet_fixtures"
@@ -94,3 +95,15 @@ def path_without_dotnet(tmp_path: Path, path: str | None = None) -> str:
                 (twin / entry.name).symlink_to(entry)
         folders.append(str(twin))
     return ":".join(folders)
+
+
+def git_fixture(tmp_path: Path, fixture: str = "all-pass", agents: str = AGENTS) -> Path:
+    """A `dotnet_fixtures/` repository as a harness root: a git repository on `main` with one
+    commit and an AGENTS.md, no `.gitignore` (keeping bin/ and obj/ out is the product's job)."""
+    root = tmp_path / "harness"
+    shutil.copytree(FIXTURES / fixture, root)
+    (root / "AGENTS.md").write_text(agents, encoding="utf-8")
+    repo = git.Repo.init(root, initial_branch="main")
+    repo.git.add(A=True)
+    repo.index.commit("fixture", author=WHO, committer=WHO)
+    return root

@@ -7,7 +7,6 @@ independent validation through the `dotnet` stand-in."""
 from __future__ import annotations
 
 import hashlib
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,8 +17,7 @@ import pytest
 from specops_dag.delivery.store import Store
 
 from ..support.agents import replay
-from ..support.dotnet import AGENTS, FIXTURES, STANDIN, Harness, assert_clean_git
-from ..support.git import WHO
+from ..support.dotnet import STANDIN, Harness, assert_clean_git, git_fixture
 
 pytestmark = pytest.mark.e2e
 
@@ -52,16 +50,6 @@ tasks:
 """
 
 
-def git_fixture(tmp_path: Path) -> Path:
-    """The `all-pass` fixture as a harness root: a git repository on `main`, one commit, no
-    `.gitignore` (keeping bin/ and obj/ out is the product's job)."""
-    root = tmp_path / "harness"
-    shutil.copytree(FIXTURES / "all-pass", root)
-    (root / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
-    repo = git.Repo.init(root, initial_branch="main")
-    repo.git.add(A=True)
-    repo.index.commit("fixture", author=WHO, committer=WHO)
-    return root
 
 
 @contextmanager

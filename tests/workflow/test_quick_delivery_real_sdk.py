@@ -8,7 +8,6 @@ the commits are the product's own, with the real SDK 10."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import git
@@ -17,8 +16,7 @@ import pytest
 from specops_dag.delivery.store import Store
 
 from ..support.agents import replay
-from ..support.dotnet import FIXTURES, Harness
-from ..support.git import WHO
+from ..support.dotnet import Harness, git_fixture
 
 pytestmark = [pytest.mark.e2e, pytest.mark.dotnet]
 
@@ -44,14 +42,6 @@ DEVELOP = [{"literal": {
                                       "added; `dotnet test` green: 3 passed.\n"}}}]
 
 
-def git_fixture(tmp_path: Path) -> Path:
-    root = tmp_path / "harness"
-    shutil.copytree(FIXTURES / "all-pass-net10", root)
-    (root / "AGENTS.md").write_text(AGENTS, encoding="utf-8")
-    repo = git.Repo.init(root, initial_branch="main")
-    repo.git.add(A=True)
-    repo.index.commit("fixture", author=WHO, committer=WHO)
-    return root
 
 
 def shell_outputs(h: Harness, node: str, command: str) -> list[str]:
@@ -71,7 +61,7 @@ def shell_outputs(h: Harness, node: str, command: str) -> list[str]:
 
 def test_quick_delivery_on_net10_lands_a_real_method_and_test_proven_red_at_the_base(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
-    root = git_fixture(tmp_path)
+    root = git_fixture(tmp_path, "all-pass-net10", AGENTS)
     with replay(tmp_path, {"develop": DEVELOP, "*": [{"literal": {}}]}) as server:
         h = Harness(root, {**clean_env, "SPECOPS_REPLAY_URL": server.url,
                            "SPECOPS_CODEX_HOME": str(tmp_path / "codex-home")},
