@@ -78,8 +78,9 @@ def materialization(outcome: "StepOutcome", delivery: str,
     if outcome.usage is not None:
         metadata["codex_thread_id"] = outcome.usage.thread_id or ""
         metadata["tokens"] = dg.MetadataValue.json(outcome.usage.model_dump(
-            exclude={"attempt", "thread_id", "role", "task", "model"}))
+            exclude={"attempt", "thread_id", "role", "task", "model", "provider"}))
         metadata["model"] = outcome.usage.model or ""
+        metadata["provider"] = outcome.usage.provider or ""
     metadata.update({f"tokens_{k}": v for k, v in outcome.tokens.items()})
     metadata.update({f"usd_{k}": dg.MetadataValue.float(v) for k, v in outcome.usd.items()})
     if outcome.commits:

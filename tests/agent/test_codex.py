@@ -341,7 +341,7 @@ def test_a_codex_delivery_runs_through_dagster_with_retries_and_token_metadata(
         # the same tokens in USD at gpt-5.5's dated default price ($1.25 / $10 per 1M)
         assert (meta["usd_attempt"].value, meta["usd_node"].value) == (0.00975, 0.0195)
         assert meta["usd_delivery"].value == 0.0195  # the review node had not run yet
-        assert meta["model"].value == "gpt-5.5"
+        assert (meta["model"].value, meta["provider"].value) == ("gpt-5.5", "specops_replay")
         assert (meta["attempt_reason"].value, meta["infra_retries"].value) == ("completed", 0)
         evidence = state.get_step("write").evidence
         assert (meta["evidence"].value, meta["evidence_sha256"].value) == (
