@@ -13,6 +13,7 @@ import pytest
 from specops_dag.delivery import lifecycle as ops
 from specops_dag.delivery.store import Store
 from specops_dag.execution.step import run_step
+from specops_dag.files import sha256_file
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from ..support.agents import codex_phase, replay
@@ -160,8 +161,10 @@ def test_a_conflicting_node_with_no_downstream_node_is_blocked_itself(tmp_path: 
     store = command_split(tmp_path)
     snapshot = store.delivery_dir("d1") / "snapshot/workflows/split.yaml"
     snapshot.write_text(snapshot.read_text().split("  - {id: join")[0])
-    with store.transaction("d1") as state:
+    with store.transaction("d1") as state:  # as if created without `join`: the frozen hash too
         state.steps = [s for s in state.steps if s.name != "join"]
+        frozen = next(f for f in state.snapshot.files if f.copy_path.endswith("/split.yaml"))
+        frozen.sha256 = sha256_file(snapshot)
     assert run_step(store, "d1", "left").status == "completed"
     outcome = run_step(store, "d1", "right")
     tree = (store.root / ".specops/worktrees/d1").resolve()
