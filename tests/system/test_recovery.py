@@ -46,7 +46,7 @@ def test_a_run_killed_during_codex_resumes_the_interrupted_step_only(
     phases = f"{root}/phases"
     assert [s.summary for s in state.steps] == [wrote("write", "notes.md", phases),
                                                 wrote("review", "review.md", phases)]
-    assert [len(a) for a in attempts(tmp_path, "write")] == [2, 3]  # killed; read, write, done
+    assert [len(a) for a in attempts(tmp_path, "write")] == [2, 4]  # killed; read, changes, write, done
 
 
 def test_a_run_killed_during_validation_resumes_within_the_budget(
