@@ -107,6 +107,12 @@ class AttemptResult:
     proof: ProofRecord | None = None  # the fail-before, pass-after proof of the step's tests
 
 
+def attempt_number(step: Step) -> int:
+    """The running attempt's number since the last reopen: its place in `attempt_log`, which a
+    resume does not restart as it restarts `attempts` (so no attempt's logs overwrite another's)."""
+    return len(step.attempt_log) + 1
+
+
 def attempt_logs(folder: Path, attempt: int) -> Path:
     """`<node or task folder>/validation/attempt-<n>/`: the validation logs and TRX of one
     attempt, emptied first (a killed run's attempt of the same number left its own)."""
@@ -486,7 +492,7 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     lines += [f"{agent_path(store.root / r.report, repo)} — the report of review round {r.round} "
               f"({r.verdict}): check whether each of its findings was fixed"
               for r in step.reviews if r.report and (store.root / r.report).is_file()]
-    if (logs := folder / "validation" / f"attempt-{step.attempts}").is_dir():
+    if (logs := folder / "validation" / f"attempt-{attempt_number(step)}").is_dir():
         lines.append(f"{agent_path(logs, repo)}/ — the validation logs and TRX of this attempt "
                      "(earlier attempts' are beside it)")
     goal = phase.execution.goal
@@ -780,7 +786,7 @@ def verify(store: Store, state: Delivery, step: Step, catalog: Catalog) -> Attem
             f"{(step.base_commit or '')[:12]}"))
     config = layout_of(catalog, state, step)
     started = time.monotonic()
-    logs_dir = attempt_logs(folder, step.attempts)
+    logs_dir = attempt_logs(folder, attempt_number(step))
     try:
         report = validate_attempt(step.validation, repo, delivery=state.phase,
                                   base_commit=step.base_commit, log_dir=logs_dir,

@@ -44,6 +44,7 @@ from specops_dag.errors import DefinitionError, SpecopsError, UsageError, WriteC
 from specops_dag.execution.attempt import (
     AttemptResult,
     already_decided,
+    attempt_number,
     check_snapshot,
     risk_files,
     run_attempt,
@@ -111,7 +112,7 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
         return claim
     state, catalog = claim
     step = state.get_step(node)
-    number = len(step.attempt_log) + 1  # since the last reopen, a resume's attempts included
+    number = attempt_number(step)
     started, began = time.monotonic(), now_iso()
     try:
         result = run_attempt(store, state, step, catalog, settings, progress,

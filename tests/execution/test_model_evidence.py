@@ -127,7 +127,7 @@ def test_the_configured_model_and_provider_are_resolved_as_codex_resolves_them(
 
 
 @pytest.mark.e2e
-def test_the_evidence_counts_every_attempt_since_the_reopen_across_a_risk_approval_and_resume(
+def test_the_evidence_counts_every_attempt_since_the_reopen_across_a_risk_approval_and_resume_and_keeps_each_attempts_logs(
         tmp_path: Path, all_pass_dotnet: None) -> None:
     from specops_dag.delivery.gates import approve
     from specops_dag.delivery.lifecycle import resume
@@ -160,6 +160,10 @@ def test_the_evidence_counts_every_attempt_since_the_reopen_across_a_risk_approv
     assert third.usd == {"attempt": 0.013, "node": 0.0455, "delivery": 0.0455}
     record = json.loads((store.root / step.evidence.path).read_text())
     assert record["attempts"] == len(record["attempt_log"]) == 3
+    # each validated attempt keeps its own logs: the resumed attempt 3 did not overwrite 1's
+    logs = store.root / "phases/d1/write/validation"
+    assert sorted(p.name for p in logs.iterdir()) == [
+        "attempt-1", "attempt-2", "attempt-3", "preflight", "restore"]
     assert [s["attempt"] for s in record["cost"]["sessions"]] == [1, 2, 3]
     body = specops_at(store.root, "evidence", "d1", "write").stdout
     assert "3 agent attempt(s), " in body
