@@ -13,6 +13,8 @@ BUILTIN_DEFS = CHECKOUT / "workflow_defs"
 if not BUILTIN_DEFS.is_dir():  # a wheel install ships them inside the package
     BUILTIN_DEFS = PACKAGE / "builtin_defs"
 BUILTIN_PREFIX = "built-in:workflow_defs/"
+WORK_RULES = BUILTIN_DEFS / "work-rules.md"
+HOOK_RULES = "workflow_defs/hooks.json"  # of the harness root; the hook's `tdd.CONFIG`
 
 FIXTURES = CHECKOUT / "dotnet_fixtures"
 if not FIXTURES.is_dir():  # a wheel ships the demo's fixture (`all-pass`) inside the package

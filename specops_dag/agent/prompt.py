@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specops_dag.builtin import BUILTIN_DEFS
+from specops_dag.builtin import WORK_RULES
+from specops_dag.delivery.model import WORK_RULES_KIND
 from specops_dag.delivery.queries import (
     RISK_FILE,
     agent_path,
@@ -29,13 +30,12 @@ from specops_dag.workflow.model import MAX_ATTEMPTS
 if TYPE_CHECKING:
     from specops_dag.delivery.model import Delivery, Step, TargetRecord, TaskRecord
     from specops_dag.workflow.catalog import Catalog
-    from specops_dag.workflow.model import Phase
+    from specops_dag.workflow.model import Node, Phase
 
 FAILURE_LIMIT = 4000
 FAILURE_HEAD = 1500
 SUMMARY_LIMIT = 1000
 ELISION = "\n[... {n} characters elided ...]\n"
-WORK_RULES = BUILTIN_DEFS / "work-rules.md"
 
 
 def failure_summary(text: str, limit: int = FAILURE_LIMIT, head: int = FAILURE_HEAD) -> str:
@@ -122,8 +122,7 @@ def assemble_prompt(root: Path, state: Delivery, step: Step, catalog: Catalog,
     agents = tree / "AGENTS.md"
     if agents.is_file():  # codex's own AGENTS.md injection is off: it is sent once, here
         parts.append(PromptPart("AGENTS.md", "AGENTS.md", read_text(agents, "AGENTS.md")))
-    parts.append(PromptPart("common work rules", "built-in:workflow_defs/work-rules.md",
-                            WORK_RULES.read_text(encoding="utf-8")))
+    parts.append(work_rules(root, state))
     for rel in context_paths(state, step, tree, shown=cwd):
         parts.append(PromptPart("context", rel, f"# Context file {rel} (the step's "
                                 f"context_files)\n\n" + read_text(tree / rel, rel)))
@@ -143,6 +142,22 @@ def assemble_prompt(root: Path, state: Delivery, step: Step, catalog: Catalog,
     parts.append(PromptPart("current step", None, current_step(root, state, step, catalog,
                                                                 phase, cwd, task, contract)))
     return Prompt(state.phase, step.name, step.step, tuple(parts))
+
+
+def work_rules(root: Path, state: Delivery) -> PromptPart:
+    """The common work rules `specops new` froze into the delivery's snapshot; the built-in file
+    only for a delivery frozen before they were (an upgrade of specops changes no delivery)."""
+    frozen = state.snapshot.frozen(WORK_RULES_KIND)
+    if frozen is None:
+        return PromptPart("common work rules", "built-in:workflow_defs/work-rules.md",
+                          WORK_RULES.read_text(encoding="utf-8"))
+    shown = f"phases/{state.phase}/{frozen.copy_path}"
+    try:
+        return PromptPart("common work rules", shown, read_text(root / shown, shown))
+    except OSError as err:
+        raise UsageError(f"{shown}: cannot be read ({err.strerror}): the delivery's work rules "
+                         "were frozen there at `specops new`; put it back as it was, or create "
+                         "a new delivery") from None
 
 
 def handoff_rel(delivery: str) -> str:
@@ -328,24 +343,19 @@ def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
                 "you did, commands, evidence)", "",
                 f"Task folder: {agent_path(node_dir, cwd)}/ — your WRITE artifacts live there "
                 "(the node's artifacts are put together from every task's); put any other "
-                "file this task produces (TRX results, logs) under it too. An artifact "]
+                "file this task produces (TRX results, logs) under it too."]
     else:
         out += [f"- docs/phase/{state.phase}/{step.name}.md (step record: what you did, "
                 "commands, evidence)",
                 f"- {handoff_rel(state.phase)} (delivery handoff for the next step: paths "
                 "and decisions)", "",
                 f"Node folder: {agent_path(node_dir, cwd)}/ — your WRITE artifacts live there; "
-                "put any other file this step produces (TRX results, logs) under it too. An "
-                "artifact "]
-    out[-1] += (
-        "path written short in the TASK or a skill (such as `develop/changes.md`) is "
-        "relative to a node folder: this one for yours, and for an upstream node's the READ "
-        "path that ends with it.")
-    out += ["", f"RISK: {agent_path(node_dir / RISK_FILE, cwd)} — write it only to raise a "
-            "risk a person must decide (an assumption you could not check, evidence you "
-            "could not produce, a test you had to weaken): what it is, why, and the file "
-            "that shows it. The delivery then waits at the `risk` gate until a person "
-            "decides; leave it unwritten when there is none."]
+                "put any other file this step produces (TRX results, logs) under it too."]
+    out += ["", f"RISK: {agent_path(node_dir / RISK_FILE, cwd)} — a risk or question a person "
+            "must decide (an assumption you could not check, evidence you could not produce, a "
+            "test you had to weaken, input you lack): what it is, why, and the file that shows "
+            "it. Writing it makes the delivery wait at the `risk` gate until a person decides; "
+            "leave it unwritten when there is none."]
     out += ["", "REPORT: end with a final message of at most 1,000 characters that summarizes "
             "what you did and names the files you wrote."]
     return "\n".join(out)
@@ -412,18 +422,34 @@ def task_lines(task: TaskView) -> list[str]:
     return out
 
 
+def review_phase(state: Delivery, node: Node) -> str | None:
+    """The evaluator phase that reviews `node` in this delivery: the one `specops new` recorded
+    for its platforms, else (a delivery created before reviews were recorded) the one its
+    `review:` chooses for them; None for a node without `review:`."""
+    if node.review is None:
+        return None
+    return state.snapshot.reviews.get(node.id) or node.review.phase_for(state.platforms)
+
+
 def review_lines(state: Delivery, step: Step, catalog: Catalog, attempt: int) -> list[str]:
     """For a node with `review:`: what the evaluator grades, up front (seed 003's contract),
     and from round 2 the scores of the earlier rounds."""
     node = next(n for n in catalog.workflows[state.workflow].nodes if n.id == step.name)
-    if node.review is None:
+    phase_id = review_phase(state, node)
+    if node.review is None or phase_id is None:
         return []
-    criteria = catalog.phases[node.review.phase].execution.criteria
+    evaluator = catalog.phases[phase_id].execution
     out = ["", f"REVIEW: after the validation, an independent read-only evaluator "
-           f"(`{node.review.phase}`, round {attempt} of {node.review.max_rounds}) scores your "
+           f"(`{phase_id}`, round {attempt} of {node.review.max_rounds}) scores your "
            "work 0-10 on each criterion; every score must reach its threshold:"]
     out += [f"- `{c.id}` (threshold {c.threshold}/10): {' '.join(c.description.split())}"
-            for c in criteria] or ["- (no criteria: its verdict alone decides)"]
+            for c in evaluator.criteria] or ["- (no criteria: its verdict alone decides)"]
+    if evaluator.qa is not None:
+        checks = ([f"{q.method} {q.path} → {q.status}" for q in evaluator.qa.probes]
+                  + [f"page {b.path}" for b in evaluator.qa.browser])
+        out.append("QA: before it scores, the executor starts your application with `dotnet "
+                   "run`" + (f" and checks it ({', '.join(checks)})" if checks else "")
+                   + "; a failed QA blocks the round whatever the scores.")
     if step.reviews:
         out.append("Scores of the earlier rounds:")
         for r in step.reviews:
@@ -481,14 +507,20 @@ def render_dry_run(root: Path, state: Delivery, step: Step, catalog: Catalog,
             return json.dumps({**head, "executor": "command", "argv": argv}, indent=2)
         return (f"dry-run of {state.phase} / {step.name} (step {step.step}): a command step, no "
                 f"prompt; it would run {argv}")
+    node = next(n for n in catalog.workflows[state.workflow].nodes if n.id == step.name)
+    review = review_phase(state, node)
     if as_json:
         return json.dumps({**head, "executor": "codex", "parts": [
             {"label": p.label, "path": p.path, "chars": p.chars} for p in prompt.parts],
-            "total_chars": prompt.total_chars}, indent=2)
+            "total_chars": prompt.total_chars, **({"review": {
+                "phase": review, "max_rounds": node.review.max_rounds}} if review else {})},
+            indent=2)
     lines = [f"dry-run of {state.phase} / {step.name} (step {step.step}, phase {step.phase}): "
              "nothing is changed"]
     for p in prompt.parts:
         shown = f"{p.path}  ({p.label})" if p.path else f"({p.label})"
         lines.append(f"  {p.chars:>8}  {shown}")
     lines.append(f"total prompt: {prompt.total_chars} chars")
+    if review:
+        lines.append(f"review: evaluator `{review}`, at most {node.review.max_rounds} rounds")
     return "\n".join(lines)

@@ -20,7 +20,7 @@ import click
 
 from specops_dag.builtin import WORKSPACE
 from specops_dag.delivery.queries import check_delivery_id
-from specops_dag.errors import DefinitionError, SpecopsError
+from specops_dag.errors import DefinitionError, SpecopsError, UsageError
 
 if TYPE_CHECKING:
     from specops_dag.delivery.model import Delivery
@@ -104,6 +104,27 @@ def schema(kind: str | None) -> None:
     click.echo(json.dumps(schemas[kind] if kind else schemas, indent=2))
 
 
+def check_hook_rules(root: Path) -> None:
+    """The harness root's hooks.json, refused before `specops new` freezes it when the hook
+    could not use it: a delivery keeps the hook rules it was created with."""
+    from specops_dag.builtin import HOOK_RULES
+    from specops_dag.hooks import tdd
+
+    try:
+        body = (root / HOOK_RULES).read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise UsageError(f"{HOOK_RULES}: cannot be read ({err.strerror}); make it readable or "
+                         "remove it, then run `specops new` again") from None
+    try:
+        tdd.parse_rules(body, HOOK_RULES)
+    except tdd.ConfigError as err:
+        problem = err.message.removesuffix(f"; {tdd.UNTIL_FIXED}")
+        raise UsageError(f"{problem}; fix it, then run `specops new` again: a delivery keeps "
+                         "the hook rules it was created with") from None
+
+
 @main.command()
 @click.argument("workflow")
 @click.argument("delivery")
@@ -135,6 +156,7 @@ def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
 
     request = read_request(request_text, request_file)
     catalog = load_catalog(definition_roots(ctx.obj), display_base=ctx.obj, skill_names=True)
+    check_hook_rules(ctx.obj)
 
     def register() -> None:
         from specops_dag.dagster_adapter.instance import register_delivery, resolve_dagster_home

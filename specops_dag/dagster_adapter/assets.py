@@ -116,7 +116,22 @@ def node_code_version(catalog: Catalog, wf: Workflow, node: Node) -> str:
     return digest.hexdigest()[:16]
 
 
-def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinition:
+def review_description(node: Node, recorded: str | None) -> str:
+    """The `review` check's description: the evaluator the delivery recorded at `specops new`
+    (the code location of one delivery's run), else each one the node's review can choose."""
+    review = node.review
+    assert review is not None
+    if recorded is not None:
+        which = f"evaluator `{recorded}` (recorded for this delivery)"
+    else:
+        on = ", ".join(f"`{pid}` on {platform}" for platform, pid in review.platforms.items())
+        which = f"evaluator `{review.phase}`" + (f" ({on})" if on else "")
+    return f"{which}, at most {review.max_rounds} rounds"
+
+
+def node_asset(catalog: Catalog, wf: Workflow, node: Node,
+               reviews: dict[str, str] | None = None) -> dg.AssetsDefinition:
+    """`reviews`: the evaluators one delivery recorded by node (its snapshot's code location)."""
     phase = catalog.phases[node.phase]
 
     @dg.asset(
@@ -141,8 +156,8 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node) -> dg.AssetsDefinitio
                                        description="the consumed upstream handoffs are unchanged "
                                        "and the node was not reopened"),
                      *([dg.AssetCheckSpec("review", asset=dg.AssetKey([wf.id, node.id]),
-                                          description=f"evaluator `{node.review.phase}`, at most "
-                                          f"{node.review.max_rounds} rounds")]
+                                          description=review_description(
+                                              node, (reviews or {}).get(node.id)))]
                        if node.review else [])],
     )
     def _node(context: dg.AssetExecutionContext, specops: SpecopsResource):

@@ -20,7 +20,7 @@ from specops_dag.dagster_adapter.instance import job_name
 from specops_dag.dagster_adapter.jobs import approve_gate_job
 from specops_dag.dagster_adapter.resources import resource_from_env
 from specops_dag.errors import SpecopsError
-from specops_dag.workflow.catalog import definition_roots, load_catalog
+from specops_dag.workflow.catalog import Catalog, definition_roots, load_catalog
 
 # The state store, the step executor and what they import (pydantic state models, codex, .NET
 # validation, review) are imported where a step, schedule, sensor or gate runs, not at load: the
@@ -62,8 +62,9 @@ def build_definitions(root: Path, delivery: str | None = None) -> dg.Definitions
     else:
         catalog = load_catalog(definition_roots(root), display_base=root)
     assets, jobs = [], []
+    reviews = recorded_reviews(root, delivery, catalog) if delivery else None
     for wf in catalog.workflows.values():
-        wf_assets = [node_asset(catalog, wf, node) for node in wf.nodes]
+        wf_assets = [node_asset(catalog, wf, node, reviews) for node in wf.nodes]
         assets += wf_assets
         jobs.append(dg.define_asset_job(job_name(wf.id), selection=dg.AssetSelection.assets(
             *wf_assets), description=wf.description or None))
@@ -71,6 +72,17 @@ def build_definitions(root: Path, delivery: str | None = None) -> dg.Definitions
         assets=assets, jobs=[*jobs, approve_gate_job],
         schedules=[nightly_schedule(catalog)], sensors=[approval_sensor(catalog)],
         resources={"specops": resource_from_env(root)}, executor=executor)
+
+
+def recorded_reviews(root: Path, delivery: str, catalog: Catalog) -> dict[str, str] | None:
+    """The evaluators the delivery recorded by node, read only when a review of its snapshot
+    chooses one by platform (otherwise the definition says which)."""
+    if not any(n.review and n.review.platforms for wf in catalog.workflows.values()
+               for n in wf.nodes):
+        return None
+    from specops_dag.delivery.store import Store
+
+    return Store(root).read(delivery).snapshot.reviews
 
 
 def harness_root() -> Path:

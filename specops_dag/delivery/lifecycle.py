@@ -15,7 +15,12 @@ from pathlib import Path
 
 import yaml
 
+from specops_dag.builtin import BUILTIN_PREFIX, HOOK_RULES, WORK_RULES
+from specops_dag.delivery import pricing
 from specops_dag.delivery.model import (
+    HOOK_RULES_KIND,
+    PRICES_KIND,
+    WORK_RULES_KIND,
     BoundSkill,
     Delivery,
     Owner,
@@ -90,7 +95,7 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
     store.phases.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".new-{delivery}-", dir=store.phases))
     try:
-        snapshot = freeze_snapshot(catalog, workflow_id, staging, tuple(origin))
+        snapshot = freeze_snapshot(catalog, workflow_id, staging, tuple(origin), root=store.root)
         snapshot.target = target_policy
         state = initial_state(store, catalog, workflow_id, delivery, request, repo_path,
                               tuple(origin), snapshot)
@@ -138,9 +143,10 @@ def platforms_for(catalog: Catalog, workflow_id: str, delivery: str, repo: Path,
 
 
 def freeze_snapshot(catalog: Catalog, workflow_id: str, into: Path,
-                    platforms: tuple[str, ...]) -> Snapshot:
+                    platforms: tuple[str, ...], *, root: Path) -> Snapshot:
     """Copy every file the workflow uses under `into/snapshot/` and record path + sha256; bind
-    each phase's skills whose `when` names one of `platforms` (or has none)."""
+    each phase's skills whose `when` names one of `platforms` (or has none). The harness files
+    a run reads besides the definitions are frozen too (`freeze_harness_files`, from `root`)."""
     files = []
     for src in catalog.files_of(workflow_id):
         copy = Path(SNAPSHOT_DIR) / src.rel
@@ -162,10 +168,45 @@ def freeze_snapshot(catalog: Catalog, workflow_id: str, into: Path,
         copy = Path(SNAPSHOT_DIR) / graph_src.rel
         (into / copy).parent.mkdir(parents=True, exist_ok=True)
         (into / copy).write_text(yaml.safe_dump({"edges": edges}, sort_keys=False), "utf-8")
-        # sha256 of the source, so drift is told against it; the copy holds only bound edges.
+        # sha256 of the source, so drift is told against it; the copy holds only bound edges,
+        # so its own hash is what `check_snapshot` holds it to.
         files.append(SnapshotFile(kind="skill-graph", id="graph", path=graph_src.display,
-                                  sha256=sha256_file(graph_src.path), copy=copy.as_posix()))
-    return Snapshot(workflow=workflow_id, files=files, skills=skills)
+                                  sha256=sha256_file(graph_src.path), copy=copy.as_posix(),
+                                  copy_sha256=sha256_file(into / copy)))
+    files += freeze_harness_files(root, into)
+    reviews = {n.id: n.review.phase_for(platforms)  # each review's evaluator, chosen once
+               for n in catalog.workflows[workflow_id].nodes if n.review}
+    return Snapshot(workflow=workflow_id, files=files, skills=skills, reviews=reviews)
+
+
+def freeze_harness_files(root: Path, into: Path) -> list[SnapshotFile]:
+    """Copy under `into/snapshot/` the files a run reads besides the definitions: the common
+    work rules (built in), the TDD hook's rules (`workflow_defs/hooks.json`) and the price table
+    (`prices.yaml`) of the harness root. An optional one that is absent is recorded so (sha256
+    None): creating it later is drift too. The price table is checked first, as runs will read
+    it (`specops new` checks hooks.json, the hook's own to parse, before it gets here)."""
+    files = []
+    for kind, shown, source in ((WORK_RULES_KIND, f"{BUILTIN_PREFIX}work-rules.md", WORK_RULES),
+                                (HOOK_RULES_KIND, HOOK_RULES, root / HOOK_RULES),
+                                (PRICES_KIND, pricing.PRICES_FILE, root / pricing.PRICES_FILE)):
+        copy = Path(SNAPSHOT_DIR) / source.name
+        try:
+            body = source.read_bytes()
+        except FileNotFoundError:
+            if kind == WORK_RULES_KIND:
+                raise
+            files.append(SnapshotFile(kind=kind, id=kind, path=shown, sha256=None,
+                                      copy=copy.as_posix()))
+            continue
+        except OSError as err:
+            raise UsageError(f"{shown}: cannot be read ({err.strerror}); make it readable or "
+                             "remove it, then run `specops new` again") from None
+        write_bytes_atomic(into / copy, body)
+        if kind == PRICES_KIND:
+            pricing.merge_prices(into / copy, shown, pricing.DEFAULT_PRICES)
+        files.append(SnapshotFile(kind=kind, id=kind, path=shown, sha256=sha256_file(into / copy),
+                                  copy=copy.as_posix()))
+    return files
 
 
 def bound_edges(catalog: Catalog, skills: dict[str, list[BoundSkill]]) -> list:

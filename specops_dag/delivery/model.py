@@ -46,14 +46,31 @@ class FileRef(Model):
     sha256: str
 
 
+# The harness files `specops new` freezes beside the definitions, by their snapshot kind (the
+# hook, standard library only, spells the hooks.json kind itself: `hooks.tdd.FROZEN_KIND`).
+WORK_RULES_KIND, HOOK_RULES_KIND, PRICES_KIND = "work-rules", "hooks", "prices"
+
+
 class SnapshotFile(Model):
+    """A file `specops new` froze into `phases/<d>/snapshot/`: a definition, the skill graph's
+    bound edges, or a harness file a run reads (`work-rules`, `hooks`, `prices`)."""
+
     kind: str
     id: str
-    path: str
-    sha256: str
-    copy_path: str = Field(alias="copy")
+    path: str  # the source, as messages name it
+    sha256: str | None  # the source's; None: an optional harness file that was absent
+    copy_path: str = Field(alias="copy")  # where the copy is (or, absent, must stay absent)
+    copy_sha256: str | None = None  # the copy's own, when it is not the source's bytes
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
+
+    @model_serializer(mode="wrap")
+    def _without_copy_hash(self, handler: SerializerFunctionWrapHandler) -> dict:
+        # a snapshot frozen before copies had hashes of their own writes back byte-identically
+        data = handler(self)
+        if self.copy_sha256 is None:
+            data.pop("copy_sha256", None)
+        return data
 
 
 class BoundSkill(Model):
@@ -77,6 +94,14 @@ class Snapshot(Model):
     files: list[SnapshotFile]
     skills: dict[str, list[BoundSkill]] = {}
     target: TargetRecord | None = None  # None: created before target policies; resolved per run
+    # node -> the evaluator phase its `review:` chose for the delivery's platforms at `new`
+    # (none recorded: created before platform reviews, whose `phase` is the only choice)
+    reviews: dict[str, str] = {}
+
+    def frozen(self, kind: str) -> SnapshotFile | None:
+        """The entry of a harness file frozen at `specops new` (`work-rules`, `hooks`, `prices`);
+        None for a snapshot frozen before that file was."""
+        return next((f for f in self.files if f.kind == kind), None)
 
 
 class Owner(Model):

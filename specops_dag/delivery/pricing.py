@@ -1,7 +1,8 @@
 """The cost ledger's price table and money arithmetic: a dated built-in table, the harness root's
 `prices.yaml` merged over it and validated at load, and tokens turned into USD per session,
 attempt, review round, task, node and delivery. Pure arithmetic over recorded usage: it never
-guesses a price for a model it does not know, and never writes a file.
+guesses a price for a model it does not know, and never writes a file. A delivery is priced
+with the copy of `prices.yaml` frozen into its snapshot at `specops new` (`delivery_prices`).
 
 `prices.yaml` (optional, in the harness root), USD per 1M tokens; a model in it replaces the
 built-in entry of that name, `as_of` dates the merged table, `default_model` prices the sessions
@@ -101,18 +102,38 @@ def load_prices(root: Path, base: PriceTable = DEFAULT_PRICES) -> PriceTable:
     path = root / PRICES_FILE
     if not path.exists():
         return base
-    parsed = parse_prices(read_prices(path))
+    return merge_prices(path, PRICES_FILE, base)
+
+
+def delivery_prices(root: Path, state: Delivery, base: PriceTable = DEFAULT_PRICES) -> PriceTable:
+    """The price table of one delivery: `base` with the prices.yaml `specops new` froze into its
+    snapshot merged over it, `base` alone when there was none to freeze, and `<root>/prices.yaml`
+    as it is now only for a delivery frozen before prices were. Editing the harness root's file
+    changes no delivery made before; `check_snapshot` refuses a run whose frozen copy changed."""
+    from specops_dag.delivery.model import PRICES_KIND
+
+    frozen = state.snapshot.frozen(PRICES_KIND)
+    if frozen is None:
+        return load_prices(root, base)
+    if frozen.sha256 is None:
+        return base
+    shown = f"phases/{state.phase}/{frozen.copy_path}"
+    return merge_prices(root / shown, shown, base)
+
+
+def merge_prices(path: Path, shown: str, base: PriceTable) -> PriceTable:
+    """`base` with the prices file at `path` (named `shown` in messages) merged over it."""
+    parsed = parse_prices(read_prices(path, shown), shown)
     prices = {**base.prices, **parsed.prices}
     if parsed.default_model is not None and parsed.default_model not in prices:
-        raise DefinitionError([f"{PRICES_FILE}: default_model: `{parsed.default_model}` has no "
+        raise DefinitionError([f"{shown}: default_model: `{parsed.default_model}` has no "
                                f"price (priced: {', '.join(sorted(prices))}); add it under "
                                "`prices` or fix the name"])
     return PriceTable(as_of=parsed.as_of, prices=prices,
-                      default_model=parsed.default_model or base.default_model,
-                      source=PRICES_FILE)
+                      default_model=parsed.default_model or base.default_model, source=shown)
 
 
-def read_prices(path: Path) -> dict:
+def read_prices(path: Path, shown: str = PRICES_FILE) -> dict:
     """The file's mapping, read within `yamlfile`'s caps; dates stay text for `as_of`'s check.
     YAML is imported here: a harness root without prices.yaml never needs it."""
     import yaml
@@ -123,30 +144,30 @@ def read_prices(path: Path) -> dict:
         data = yamlfile.safe_load(yamlfile.read_text(path), text_dates_loader())
     except (yamlfile.LimitError, RecursionError) as err:
         limit = err if isinstance(err, yamlfile.LimitError) else yamlfile.TooDeep()
-        raise DefinitionError([f"{PRICES_FILE}: (file): {limit}"]) from None
+        raise DefinitionError([f"{shown}: (file): {limit}"]) from None
     except UnicodeDecodeError:
-        raise DefinitionError([f"{PRICES_FILE}: not UTF-8 text; save the file as UTF-8"]) from None
+        raise DefinitionError([f"{shown}: not UTF-8 text; save the file as UTF-8"]) from None
     except OSError as err:
-        raise DefinitionError([f"{PRICES_FILE}: cannot be read ({err.strerror}); make it a "
+        raise DefinitionError([f"{shown}: cannot be read ({err.strerror}); make it a "
                                "readable YAML file or remove it"]) from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         reason = getattr(err, "problem", None) or str(err)
-        raise DefinitionError([f"{PRICES_FILE}: invalid YAML{where}: {reason}; fix the "
+        raise DefinitionError([f"{shown}: invalid YAML{where}: {reason}; fix the "
                                "syntax"]) from None
     if not isinstance(data, dict):
         got = "an empty file" if data is None else yaml_kind(data)
-        raise DefinitionError([f"{PRICES_FILE}: (top level): expected a mapping of keys, got "
+        raise DefinitionError([f"{shown}: (top level): expected a mapping of keys, got "
                                f"{got}; start the file with `as_of: YYYY-MM-DD`"])
     return data
 
 
-def parse_prices(data: dict) -> PricesFile:
+def parse_prices(data: dict, shown: str = PRICES_FILE) -> PricesFile:
     try:
         return PricesFile.model_validate(data)
     except ValidationError as err:
-        raise DefinitionError([f"{PRICES_FILE}: {with_fix(format_error(PricesFile, e))}"
+        raise DefinitionError([f"{shown}: {with_fix(format_error(PricesFile, e))}"
                                for e in err.errors()]) from None
 
 

@@ -219,6 +219,11 @@ def drift(root: Path, state: Delivery) -> list[str]:
     catalog_files = {f.path: f for f in state.snapshot.files}
     for display, f in catalog_files.items():
         source = source_path(root, display)
+        if f.sha256 is None:  # an optional harness file there was none of to freeze
+            if source is not None and source.is_file():
+                notes.append(f"{display}: created since the snapshot (the delivery runs "
+                             "without it)")
+            continue
         if source is None or not source.is_file():
             notes.append(f"{display}: removed since the snapshot (the delivery keeps its copy)")
         elif sha256_file(source) != f.sha256:
@@ -299,7 +304,7 @@ def cost_report(root: Path, state: Delivery) -> dict:
     from specops_dag.errors import DefinitionError
 
     try:
-        table = pricing.load_prices(root)
+        table = pricing.delivery_prices(root, state)
     except DefinitionError as err:
         return {"delivery": None, "budget": state.budget_usd, "per_node": {},
                 "unpriced": "; ".join(err.problems), "as_of": None}
@@ -317,6 +322,9 @@ def render_status(state: Delivery, report: dict) -> str:
              f"request: {(state.request.strip().splitlines() or ['(empty)'])[0][:100]}"]
     if state.platforms:
         lines.append(f"platforms: {origin_text(state.platforms, state.platforms_from)}")
+    if state.snapshot.reviews:  # the evaluator each review chose for these platforms at `new`
+        lines.append("reviews: " + ", ".join(f"{node} by `{phase}`"
+                                             for node, phase in state.snapshot.reviews.items()))
     for s in state.steps:
         line = f"  {STATUS_MARK[s.status]} {s.step:>2} {s.name:<16} {s.status:<10}"
         if s.status == "completed":

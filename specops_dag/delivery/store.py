@@ -40,6 +40,13 @@ def migrate(data: dict, where: str) -> dict:
     return data
 
 
+def restore_advice(where: str) -> str:
+    """How to get a broken state file back. Git holds it only once a metadata commit took it (a
+    plain-folder target has none, nor a delivery before its first), so git is named as a maybe."""
+    return ("restore it from a backup, or from git if a metadata commit holds it "
+            f"(`git log --all -- {where}` lists them)")
+
+
 MAX_STATE_BYTES = 64 << 20  # a 3,000-node delivery's state is a few MiB
 SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abAB]")  # a `\ud800`-style half of a pair
 
@@ -53,7 +60,7 @@ def read_capped(path: Path, where: str) -> bytes:
     """A state file's bytes, refused past the size cap before anything is read."""
     if path.stat().st_size > MAX_STATE_BYTES:
         raise StateError(f"{where}: larger than {MAX_STATE_BYTES:,} bytes, more than any "
-                         "state specops writes; restore it from git")
+                         f"state specops writes; {restore_advice(where)}")
     return path.read_bytes()
 
 
@@ -86,24 +93,24 @@ def parse_model(raw: bytes, where: str, model: type[M]) -> M:
         text = raw.decode("utf-8")
         data = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise StateError(f"{where}: not valid JSON ({err}); restore it from git") from err
+        raise StateError(f"{where}: not valid JSON ({err}); {restore_advice(where)}") from err
     except RecursionError:
-        raise StateError(f"{where}: nested too deeply to be a specops state file; restore it "
-                         "from git") from None
+        raise StateError(f"{where}: nested too deeply to be a specops state file; "
+                         f"{restore_advice(where)}") from None
     try:  # only a `\u` escape can hold a lone surrogate: files without one skip the re-dump
         if "\\u" in text:
             json.dumps(data, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as err:  # a `\ud800` escape decodes to a lone surrogate
         raise StateError(f"{where}: an escape `\\u{ord(err.object[err.start]):04x}` is half of "
-                         "a UTF-16 surrogate pair, not a character; fix the file or restore it "
-                         "from git") from None
+                         "a UTF-16 surrogate pair, not a character; fix the file or "
+                         f"{restore_advice(where)}") from None
     try:
         return model.model_validate(migrate(data, where) if isinstance(data, dict) else data)
     except ValidationError as err:
         first = err.errors()[0]
         loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
         raise StateError(f"{where}: {loc.lstrip('.') or '(top level)'}: {first['msg']}; fix "
-                         "the file or restore it from git") from err
+                         f"the file or {restore_advice(where)}") from err
 
 
 def check_delivery(state: Delivery, delivery: str, where: str) -> Delivery:
@@ -114,7 +121,7 @@ def check_delivery(state: Delivery, delivery: str, where: str) -> Delivery:
 
     problem = state_problem(state, delivery)
     if problem:
-        raise StateError(f"{where}: {problem}; fix the file or restore it from git")
+        raise StateError(f"{where}: {problem}; fix the file or {restore_advice(where)}")
     return state
 
 

@@ -35,6 +35,7 @@ from specops_dag.agent.prompt import (
     assemble_prompt,
     failure_summary,
     read_list,
+    review_phase,
     skill_lines,
     target_line,
     where_line,
@@ -63,7 +64,7 @@ from specops_dag.delivery.model import (
     Step,
     Usage,
 )
-from specops_dag.delivery.pricing import load_prices
+from specops_dag.delivery.pricing import delivery_prices
 from specops_dag.delivery.queries import RISK_FILE, accepted_risks, agent_path
 from specops_dag.delivery.store import Store
 from specops_dag.errors import ToolMissing, UsageError
@@ -176,11 +177,14 @@ def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
 
 def check_snapshot(store: Store, state: Delivery) -> None:
     """Every file `specops new` froze into `phases/<d>/snapshot/` still has its recorded sha256:
-    a delivery runs only the definitions it was created with. Raises UsageError naming the
-    first file that changed or went missing."""
+    a delivery runs only the definitions it was created with. That covers the work rules, the
+    TDD hook's rules and the prices frozen with them, and a harness file frozen as absent must
+    stay absent. Raises UsageError naming the first file that changed, went missing or appeared."""
     folder = store.delivery_dir(state.phase)
-    # (the skill-graph's sha256 is its source's: its copy keeps only the bound edges)
-    frozen = [(f.copy_path, f.sha256) for f in state.snapshot.files if f.kind != "skill-graph"]
+    # A skill graph's sha256 is its source's (its copy keeps only the bound edges); its copy's
+    # own is `copy_sha256`, unrecorded in snapshots frozen before it was.
+    frozen = [(f.copy_path, f.copy_sha256 or f.sha256) for f in state.snapshot.files
+              if f.kind != "skill-graph" or f.copy_sha256]
     frozen += [(s.path, s.sha256) for bound in state.snapshot.skills.values() for s in bound]
     for rel, sha in dict.fromkeys(frozen):
         path = folder / rel
@@ -188,6 +192,11 @@ def check_snapshot(store: Store, state: Delivery) -> None:
         if now == sha:
             continue
         shown = f"phases/{state.phase}/{rel}"
+        if sha is None and now is not None:
+            raise UsageError(f"{shown} appeared since `specops new` froze the delivery without "
+                             f"it (sha256 {now[:12]}): a delivery runs only the definitions it "
+                             "was created with; remove it, or create a new delivery for the new "
+                             "definitions")
         what = ("is missing" if now is None else f"changed since `specops new` froze it (sha256 "
                 f"{now[:12]}, frozen {sha[:12]})")
         back = (f"`git show {state.branch}:{shown}` has it as it was, if a metadata commit "
@@ -467,8 +476,10 @@ def prepare_dotnet(store: Store, state: Delivery, step: Step, target: Path,
 
 
 def review_of(catalog: Catalog, state: Delivery, step: Step) -> tuple[str, int] | None:
+    """(evaluator phase, max_rounds) of the node's review: the phase the delivery recorded."""
     node = next(n for n in catalog.workflows[state.workflow].nodes if n.id == step.name)
-    return (node.review.phase, node.review.max_rounds) if node.review else None
+    phase_id = review_phase(state, node)
+    return (phase_id, node.review.max_rounds) if node.review and phase_id else None
 
 
 def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
@@ -479,8 +490,8 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
     read is asked for once more in the same round and never charged to the generator."""
     phase = catalog.phases[phase_id]
     spent = budget_spent(state, step, phase.execution.budget.tokens, phase_id, "evaluator",
-                         phase_usd=phase.execution.budget.usd, prices=load_prices(store.root),
-                         model=expected_model(settings))
+                         phase_usd=phase.execution.budget.usd,
+                         prices=delivery_prices(store.root, state), model=expected_model(settings))
     if spent:
         return AttemptResult(False, spent, environment=True, reason="budget")
     folder = node_dir(store, state.phase, step.name)

@@ -14,7 +14,7 @@ from specops_dag.agent.codex import AgentSettings, configured_model, find_codex
 from specops_dag.delivery import pricing
 from specops_dag.delivery.model import Delivery, FileRef, Step
 from specops_dag.delivery.queries import tokens, usd_text
-from specops_dag.delivery.store import Store
+from specops_dag.delivery.store import Store, restore_advice
 from specops_dag.errors import DefinitionError, SpecopsError, StateError, UsageError
 from specops_dag.files import sha256_file, write_text_atomic
 
@@ -61,7 +61,7 @@ def build_evidence(store: Store, state: Delivery, step: Step, tree: Path,
         "tasks": [{"id": t.id, "status": t.status, "attempts": t.attempts,
                    "commits": t.commits, "infra_retries": len(t.infra_retries)}
                   for t in step.tasks],
-        "cost": cost_of(store, step),
+        "cost": cost_of(store, state, step),
         "agent": agent_of(store, settings, step) if codex else None,
         "prompt_sha256": sha256_file(prompt) if codex and prompt.is_file() else None,
     }
@@ -115,10 +115,10 @@ def diff_stats(tree: Path, base: str | None, product: str | None) -> dict:
             "deletions": sum(f["deletions"] for f in files)}
 
 
-def cost_of(store: Store, step: Step) -> dict:
+def cost_of(store: Store, state: Delivery, step: Step) -> dict:
     """Tokens of every kind per session (attempt, role, round, task) and the money they cost."""
     try:
-        table = pricing.load_prices(store.root)
+        table = pricing.delivery_prices(store.root, state)
     except DefinitionError as err:
         table, unpriced = None, "; ".join(err.problems)
     sessions = []
@@ -193,13 +193,13 @@ def read_evidence(store: Store, state: Delivery, node: str | None) -> list[dict]
         ref = step.evidence
         path = store.root / ref.path
         if not path.is_file():
-            raise StateError(f"{ref.path}: the evidence of `{step.name}` is missing; restore it "
-                             f"from git (feat-{state.phase}) or `specops reopen {state.phase} "
+            raise StateError(f"{ref.path}: the evidence of `{step.name}` is missing; "
+                             f"{restore_advice(ref.path)}, or `specops reopen {state.phase} "
                              f"{step.name}` to make it again")
         if sha256_file(path) != ref.sha256:
             raise StateError(f"{ref.path}: changed since `{step.name}` completed (registered "
-                             f"sha256 {ref.sha256[:12]}, now {sha256_file(path)[:12]}); restore "
-                             f"it from git (feat-{state.phase}) — evidence is never edited")
+                             f"sha256 {ref.sha256[:12]}, now {sha256_file(path)[:12]}); "
+                             f"{restore_advice(ref.path)} — evidence is never edited")
         records.append(json.loads(path.read_text(encoding="utf-8")))
     return records
 

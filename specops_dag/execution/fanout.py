@@ -5,12 +5,15 @@ finished ones are merged into the node's tree one at a time in task order with t
 validation re-run on each merge, and a failing task blocks only the tasks that need it.
 
 Every task's progress is in the delivery state (`Step.tasks`), so a killed run goes on where it
-stopped: merged and built tasks are never run again. No dagster here: progress is reported
-through a callback.
+stopped: merged and built tasks are never run again. A task's branch holds product commits only
+(its record and artifacts are metadata); once all are merged, the executor brings the task
+records into the node's tree and writes the node's section of the delivery handoff, which no task
+writes. No dagster here: progress is reported through a callback.
 """
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -19,7 +22,7 @@ from pathlib import Path
 
 from specops_dag import gitflow
 from specops_dag.agent.codex import AgentSettings, find_codex
-from specops_dag.agent.prompt import TaskView, assemble_prompt, failure_summary
+from specops_dag.agent.prompt import TaskView, assemble_prompt, failure_summary, handoff_rel
 from specops_dag.delivery.lifecycle import target_path, workdir
 from specops_dag.delivery.model import Delivery, Step, TaskRecord
 from specops_dag.delivery.queries import agent_path
@@ -156,6 +159,8 @@ def run_fan_out(store: Store, state: Delivery, step: Step, catalog: Catalog,
 
     result = verify(store, state, step, catalog)
     ctx.say("every task merged; the node's validation " + ("passed" if result.ok else "failed"))
+    if result.ok:  # the step's completion registers it as the delivery handoff
+        leave_handoff(ctx, step, list(final.values()))
     if step.validation != "full":
         return result
     caches = cache_dirs(store)
@@ -362,8 +367,9 @@ def task_attempt(ctx: FanOut, state: Delivery, step: Step, rec: TaskRecord, inde
     folder.mkdir(parents=True, exist_ok=True)
     view = TaskView(rec, index, total, folder)
     prompt = assemble_prompt(ctx.store.root, state, step, ctx.catalog, tree, task=view)
+    # the node folder is read-only to a task's session: its folder is the task's own
     env = {**step_env(ctx.store, state, step), "SPECOPS_TASK": rec.id,
-           "SPECOPS_TARGET": str(tree)}
+           "SPECOPS_TARGET": str(tree), "SPECOPS_NODE_DIR": str(folder.resolve())}
     if rec.attempts == 1 and step.validation == "full":
         restored = restore_task_tree(ctx, state, step, tree, env, folder)
         if restored is not None:
@@ -468,6 +474,62 @@ def gather_artifacts(ctx: FanOut, state: Delivery, step: Step,
             path = folder / art.path
             path.parent.mkdir(parents=True, exist_ok=True)
             write_text_atomic(path, "\n".join(parts))
+
+
+def task_record_rel(delivery: str, node: str, task: str) -> str:
+    """The task record a task's prompt names under WRITE, from the root of its tree."""
+    return f"docs/phase/{delivery}/{node}-{task}.md"
+
+
+def leave_handoff(ctx: FanOut, step: Step, tasks: list[TaskRecord]) -> None:
+    """Once every task is merged: each task's record copied from its worktree into the node's
+    tree (a task's branch holds its product only; the records are committed with the node's
+    metadata), and the node's `## <node>` section of the delivery handoff written there. The
+    executor writes it, not the tasks: parallel sessions editing one file could not all merge."""
+    for rec in tasks:
+        rel = task_record_rel(ctx.delivery, ctx.node, rec.id)
+        source = (ctx.store.root / rec.worktree / rel) if rec.worktree else None
+        if source is not None and source.is_file():
+            (ctx.tree / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, ctx.tree / rel)
+    path = ctx.tree / handoff_rel(ctx.delivery)
+    old = path.read_text(encoding="utf-8") if path.is_file() else ""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, with_section(old, ctx.node, handoff_section(ctx, step, tasks)))
+
+
+def handoff_section(ctx: FanOut, step: Step, tasks: list[TaskRecord]) -> str:
+    """The fan-out node's handoff section: its tasks (id, status, record) and its gathered
+    artifacts, by path only."""
+    d, n = ctx.delivery, ctx.node
+    folder = node_dir(ctx.store, d, n)
+    lines = [f"## {n}", "", f"Written by the executor: the node's {len(tasks)} tasks ran in "
+             "sessions of their own and were merged into its tree in task order; the node's "
+             "validation passed on the merged tree.", "", "Tasks:"]
+    for rec in tasks:
+        rel = task_record_rel(d, n, rec.id)
+        lines.append(f"- `{rec.id}` {rec.title}: {rec.status}; task record {rel}"
+                     + ("" if (ctx.tree / rel).is_file() else " (not written)"))
+    arts = [f"- `{a.id}`: phases/{d}/{n}/{a.path}"
+            for a in ctx.catalog.phases[step.phase].output.artifacts
+            if (folder / a.path).is_file()]
+    lines += ["", "Artifacts (every task's, put together in task order):", *(arts or ["- none"])]
+    return "\n".join(lines) + "\n"
+
+
+def with_section(text: str, node: str, section: str) -> str:
+    """The handoff `text` with its `## <node>` section (up to the next `## ` heading) replaced
+    by `section`, or `section` appended; every other section as it was."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == f"## {node}"), None)
+    if start is None:
+        return (text.rstrip() + "\n\n" if text.strip() else "") + section
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")),
+               len(lines))
+    before = "\n".join(lines[:start]).rstrip()
+    after = "\n".join(lines[end:]).strip()
+    return ((before + "\n\n" if before else "") + section
+            + ("\n" + after + "\n" if after else ""))
 
 
 def remove_task_trees(store: Store, state: Delivery, step: Step) -> None:

@@ -163,9 +163,9 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
 
 def money_totals(store: Store, state: Delivery, node: str, attempt: int) -> dict[str, float]:
     """USD of the attempt's sessions (generator, review, contract), the node and the delivery,
-    priced by the harness root's table; a figure that cannot be counted is left out."""
+    priced by the delivery's frozen table; a figure that cannot be counted is left out."""
     try:
-        table = pricing.load_prices(store.root)
+        table = pricing.delivery_prices(store.root, state)
     except DefinitionError:
         return {}  # the run itself reports a bad prices.yaml (the claim loads it first)
     step = state.get_step(node)
@@ -206,7 +206,7 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
                                f"`{step.status}`")
         execution = catalog.phases[step.phase].execution
         block = budget_spent(state, step, execution.budget.tokens, phase_usd=execution.budget.usd,
-                             prices=pricing.load_prices(store.root),
+                             prices=pricing.delivery_prices(store.root, state),
                              model=expected_model(settings))
         block = block or prepare_worktree(store, state, step)
         if not block and catalog.phases[step.phase].execution.fan_out is not None:

@@ -1,8 +1,9 @@
 """`specops hook session-start` (after compaction) and `user-prompt-submit`, the fail-open half:
 the bound delivery's workflow state or recovery index and its skill invocation, each section
-capped and what is cut written whole to the node folder. Any error, BUDGET_S running out
-included, becomes a short warning, never a block; it reads the state and never changes it, and
-imports `delivery`, `workflow` and `agent.prompt` only inside the functions that need them."""
+capped and what is cut written whole to the node folder (a fan-out task's own folder). Any
+error, BUDGET_S running out included, becomes a short warning, never a block; it reads the state
+and never changes it, and imports `delivery`, `workflow` and `agent.prompt` only inside the
+functions that need them."""
 
 from __future__ import annotations
 
@@ -56,7 +57,6 @@ def _state_context(event: str, env: dict[str, str]) -> str | None:
     from pathlib import Path
 
     from specops_dag.delivery.lifecycle import snapshot_catalog
-    from specops_dag.delivery.queries import work_path
     from specops_dag.delivery.store import Store
 
     store = Store(Path(env.get("SPECOPS_ROOT") or os.getcwd()))
@@ -65,7 +65,7 @@ def _state_context(event: str, env: dict[str, str]) -> str | None:
         return f"<workflow-state>\n{bound}\n</workflow-state>"
     state, step = bound
     catalog = snapshot_catalog(store, state)
-    at = Paths(store.root, work_path(store.root, state, step), env.get("SPECOPS_REVIEW_PHASE"))
+    at = session_paths(store, state, step, env)
     first = ("recovery-index", recovery_index(store, state, step, catalog, at)) \
         if event == "session-start" else ("workflow-state", workflow_state(store, state, step,
                                                                            catalog, at))
@@ -73,22 +73,52 @@ def _state_context(event: str, env: dict[str, str]) -> str | None:
     skills = "" if env.get("SPECOPS_CONTRACT") else skill_invocation(
         state, step, catalog, at, env.get("SPECOPS_REVIEW_PHASE") or step.phase)
     sections = [first, ("skill-invocation", skills)]
-    folder = store.delivery_dir(state.phase) / step.name
-    return fit(sections, folder / OVERFLOW, at(f"phases/{state.phase}/{step.name}/{OVERFLOW}"))
+    # parallel tasks each overflow into their own folder: the node folder is not theirs to write
+    folder = work_folder(state, step, at)
+    return fit(sections, store.root / folder / OVERFLOW, at(f"{folder}{OVERFLOW}"))
 
 
 class Paths:
     """Harness-root paths as the agent resolves them from its working directory."""
 
-    def __init__(self, root: Path, cwd: Path, review: str | None = None) -> None:
+    def __init__(self, root: Path, cwd: Path, review: str | None = None,
+                 task: str | None = None) -> None:
         self.root, self.cwd = root, cwd
         self.review = review  # the evaluator phase, in a review round's session
+        self.task = task  # the fan-out task this session does (SPECOPS_TASK), if any
 
     def __call__(self, rel: str) -> str:
         from specops_dag.delivery.queries import agent_path
 
         shown = agent_path(self.root / rel, self.cwd)
         return shown + "/" if rel.endswith("/") else shown
+
+
+def session_paths(store: Store, state: Delivery, step: Step, env: dict[str, str]) -> Paths:
+    """The paths of this session: a fan-out task's (SPECOPS_TASK beside its node) resolve from
+    the task's own worktree, the others' from the node's working directory."""
+    from specops_dag.delivery.queries import work_path
+
+    cwd = work_path(store.root, state, step)
+    task = env.get("SPECOPS_TASK") if env.get("SPECOPS_DELIVERY") and env.get(
+        "SPECOPS_NODE") else None
+    if task:
+        from specops_dag.errors import UsageError
+
+        rec = next((t for t in step.tasks if t.id == task), None)
+        if rec is None:
+            known = ", ".join(t.id for t in step.tasks) or "none yet"
+            raise UsageError(f"SPECOPS_TASK `{task}`: node `{step.name}` has no such task "
+                             f"(tasks: {known})")
+        cwd = (store.root / rec.worktree).resolve() if rec.worktree else cwd
+    return Paths(store.root, cwd, env.get("SPECOPS_REVIEW_PHASE"), task or None)
+
+
+def work_folder(state: Delivery, step: Step, at: Paths) -> str:
+    """Where this session's WRITE artifacts go, from the harness root: the node folder, or a
+    fan-out task's own folder in it (the prompt's `Task folder:`)."""
+    node = f"phases/{state.phase}/{step.name}/"
+    return f"{node}tasks/{at.task}/" if at.task else node
 
 
 def bind(store: Store, env: dict[str, str]) -> tuple[Delivery, Step] | str:
@@ -137,6 +167,10 @@ def next_action(state: Delivery, step: Step, at: Paths) -> str:
         return (f"review the work of `{n}` read-only as evaluator `{at.review}`: read its READ "
                 "paths, judge each criterion of your prompt, end with its REPORT block; write "
                 "no file")
+    if step.status == "running" and at.task:  # as the task's prompt names them under WRITE
+        return (f"continue task `{at.task}` of `{n}`: do its TASK, write its WRITE files "
+                f"({at(work_folder(state, step, at))}, docs/phase/{d}/{n}-{at.task}.md), then "
+                "end with a final summary")
     if step.status == "running":
         return (f"continue the attempt of `{n}`: do its TASK, write its WRITE files "
                 f"({at(f'phases/{d}/{n}/')}, docs/phase/{d}/{n}.md), then end with a final "
@@ -163,6 +197,12 @@ def next_action(state: Delivery, step: Step, at: Paths) -> str:
         f"`specops run {d}` runs {', '.join(runnable)}" if runnable else "no step is runnable")
 
 
+def folder_line(state: Delivery, step: Step, at: Paths) -> str:
+    if at.task:
+        return f"task folder: {at(work_folder(state, step, at))} (task `{at.task}` of the node)"
+    return f"node folder: {at(work_folder(state, step, at))}"
+
+
 def state_lines(state: Delivery, step: Step, at: Paths) -> list[str]:
     lines = [f"next action: {next_action(state, step, at)}",
              f"blocked reason: {clip(step.blocked_reason) if step.blocked_reason else 'none'}"]
@@ -185,7 +225,7 @@ def workflow_state(store: Store, state: Delivery, step: Step, catalog: Catalog,
     d = state.phase
     return "\n".join([
         "<workflow-state>", f"delivery: {d} (workflow {state.workflow}, status {state.status})",
-        f"node: {step_line(step)}", f"node folder: {at(f'phases/{d}/{step.name}/')}",
+        f"node: {step_line(step)}", folder_line(state, step, at),
         *state_lines(state, step, at),
         "sub-agent read list (give sub-agents these paths; never paste the files):",
         *read_lines(store, state, step, catalog, at), "</workflow-state>"])
@@ -202,7 +242,7 @@ def recovery_index(store: Store, state: Delivery, step: Step, catalog: Catalog,
         f"{at(f'phases/{d}/index.json')})", f"goal: {clip(state.request)}",
         f"current node: {step_line(step)}",
         f"node goal: {clip(catalog.phases[step.phase].execution.goal)}",
-        f"node folder: {at(f'phases/{d}/{step.name}/')}", *state_lines(state, step, at),
+        folder_line(state, step, at), *state_lines(state, step, at),
         "inputs:", *read_lines(store, state, step, catalog, at), "upstream handoffs:"]
     for name in step.needs:
         up = state.get_step(name)

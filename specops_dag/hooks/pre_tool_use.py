@@ -134,9 +134,9 @@ def tdd_reason(walk: Walk, env: dict[str, str]) -> str | None:
     edited = [p for p in written if p.lower().endswith(".cs")]
     if not edited:
         return None
-    root = env.get("SPECOPS_ROOT") or walk.repo
-    try:
-        rules = tdd.load_rules(root)
+    root = env.get("SPECOPS_ROOT")
+    try:  # the rules of the delivery the session serves, as `specops new` froze them
+        rules = tdd.load_rules(root or walk.repo, env.get("SPECOPS_DELIVERY", "") if root else "")
     except tdd.ConfigError as err:
         return err.message
     deleted = {p[len(repo):] for p in walk.deleted if p.startswith(repo)}

@@ -1,7 +1,9 @@
 """What the PreToolUse hook denies (seed 001 §7), in one auditable file: recursive and wildcard
 deletes of guarded paths and bulk deletes inside the repository, the harness root or the target
-other than of build output and the node folder's scratch (`rm`, `find`, `git rm`), deletes of
-paths computed at run time, history-rewriting and work-discarding git, `dd` onto a disk,
+other than of build output and the node folder's scratch (`rm`, `find`, `git rm`) and moves of
+their files out of them (`mv`), deletes of paths computed at run time, history-rewriting and
+work-discarding git, any other git that writes the repository's `.git` (read-only in the
+agent's sandbox: it would only fail there) and every push, `dd` onto a disk,
 `dotnet ef database drop`, SQL that destroys tables or rows, `mkfs`, interactive database shells
 and F# sessions, and the labels of the guarded paths. Each rule takes the `walk.Walk` that read
 the command and returns the deny reason or None; each alternative a reason suggests is one the
@@ -60,6 +62,10 @@ DELETE_INSTEAD = ("delete single files by name (`rm <file>`, or apply_patch "
 KEEP = "to keep a file's changes, copy it aside (`cp <file> /tmp/`)"
 UNDO = "to undo a file's changes, run `git show HEAD:<file> > <file>`"
 PUSH_NOTHING = "the product commits and pushes after validation: push nothing"
+GIT_WRITE = ("writes the git metadata (.git), read-only in this session: the product commits "
+             "after validation; leave your changes in the working tree (see them with "
+             "`git status` and `git diff`); " + UNDO)
+MOVE_INSTEAD = "copy it out instead (`cp -r <path> /tmp/`), and move files only within {what}"
 INTERACTIVE = ("starts an interactive {what}; what is typed into it later never reaches this "
                "hook, so it is denied: run each command directly (e.g. `bash -c '…'`, "
                "`python3 script.py`, `psql -c '…'`)")
@@ -139,6 +145,61 @@ def bulk_place(walk: Walk, path: str) -> tuple[str, str] | None:
     for tree, what in walk.trees:
         if tree.startswith(path.rstrip("/") + "/"):
             return ".", what
+    return None
+
+
+def mv(walk: Walk, words: list[str]) -> str | None:
+    """Moving tracked work out of the folder tree that holds it deletes it there, as `rm -r`
+    would; moves within it, and of build output or scratch, are a rename."""
+    sources, target, options, args = [], None, True, words[1:]
+    i = 0
+    while i < len(args):
+        arg, i = args[i], i + 1
+        if options and arg == "--":
+            options = False
+        elif options and arg.startswith("--target-directory="):
+            target = arg.partition("=")[2]
+        elif options and arg in ("--target-directory", "--suffix"):
+            value, i = (args[i] if i < len(args) else ""), i + 1
+            target = value if arg == "--target-directory" else target
+        elif options and short(arg) and ("t" in arg or "S" in arg):
+            k = min(arg.find(c) for c in "tS" if c in arg)  # -vt DIR, -tDIR, -S.bak
+            value = arg[k + 1:]
+            if not value:
+                value, i = (args[i] if i < len(args) else ""), i + 1
+            target = value if arg[k] == "t" else target
+        elif not (options and arg.startswith("-") and arg != "-"):
+            sources.append(arg)
+    if target is None and len(sources) > 1:
+        target = sources.pop()
+    if target is None:
+        return None
+    dests = walk.paths(target) if walk.known(target) else []
+    for source in sources:
+        if computed(walk, source):
+            if not dests or not all(in_work_tree(walk, d) for d in dests):
+                return (f"`{shown(words)}` moves a path computed at run time, which the hook "
+                        "cannot check; " + MOVE_INSTEAD.format(what="the repository"))
+            continue
+        for path in walk.paths(source):
+            if place := moved_out(walk, path, dests):
+                return f"`{shown(words)}` {place[0]}; " + MOVE_INSTEAD.format(what=place[1])
+    return None
+
+
+def moved_out(walk: Walk, path: str, dests: list[str]) -> tuple[str, str] | None:
+    """(the harm, the label) of moving `path` to `dests` (none: a path computed at run time),
+    if that takes it out of the repository, target or harness root that holds it."""
+    place = bulk_place(walk, path)
+    if place is None:
+        return None
+    rel, what = place
+    tree = next(tree for tree, label in walk.trees if label == what)
+    if not dests:
+        return (f"moves `{rel}` of {what} to a path computed at run time, which the hook cannot "
+                "check"), what
+    if any(d != tree and not d.startswith(tree + "/") for d in dests):
+        return f"moves `{rel}` out of {what}, which deletes it there", what
     return None
 
 
@@ -241,9 +302,7 @@ class FindExpr:
 
 
 def git(walk: Walk, words: list[str]) -> str | None:
-    i = 1
-    while i < len(words) and words[i].startswith("-"):
-        i += 2 if words[i] in GIT_VALUE_OPTIONS else 1
+    i, place = git_place(walk, words)
     sub, args = (words[i], words[i + 1:]) if i < len(words) else ("", [])
     flags = "".join(a[1:] for a in args if short(a))
     paths = args[args.index("--") + 1:] if "--" in args else [
@@ -251,7 +310,7 @@ def git(walk: Walk, words: list[str]) -> str | None:
     everything = next((p for p in paths if is_everything(walk, p)), None)
     why = None
     if sub == "push":
-        why = push(args)
+        why = push(args) or f"pushes to a remote; {PUSH_NOTHING}"
     elif sub == "reset" and "--hard" in args:
         why = f"discards uncommitted changes; {KEEP}; {UNDO}"
     elif sub == "clean" and ("f" in flags or "--force" in args) and not (
@@ -267,7 +326,114 @@ def git(walk: Walk, words: list[str]) -> str | None:
         why = f"discards every uncommitted change under `{everything}`; {UNDO}"
     elif sub == "rm" and "--cached" not in args:
         why = git_rm(walk, paths, everything, "r" in flags or "--recursive" in args)
+    if not why and in_work_tree(walk, place) and git_writes(walk, sub, args):
+        why = GIT_WRITE
     return f"`{shown(words)}` {why}" if why else None
+
+
+def git_place(walk: Walk, words: list[str]) -> tuple[int, str | None]:
+    """The index of git's subcommand in `words` and the folder whose repository it uses (the
+    cwd, or where `-C`, `--git-dir` or `--work-tree` point); None if computed at run time."""
+    i, place = 1, walk.cwd
+    while i < len(words) and words[i].startswith("-"):
+        option, _, value = words[i].partition("=")
+        if option in GIT_VALUE_OPTIONS and not value:
+            value, i = (words[i + 1] if i + 1 < len(words) else ""), i + 1
+        if option == "-C" and place and value:
+            place = walk.path(value) if place == walk.cwd or value[:1] in "/~$" \
+                else posixpath.normpath(f"{place}/{value}")
+        elif option in ("--git-dir", "--work-tree"):
+            place = walk.path(value)
+        i += 1
+    return i, place
+
+
+def in_work_tree(walk: Walk, place: str | None) -> bool:
+    return place is None or any(place == tree or place.startswith(tree + "/")
+                                for tree, _ in walk.trees)
+
+
+# git subcommands that write the repository's .git (index, refs, objects, config), which is
+# read-only in the agent's sandbox; the others read it, or write only the working tree.
+GIT_WRITES = {"add", "stage", "am", "commit", "commit-tree", "merge", "rebase", "cherry-pick",
+              "revert", "reset", "checkout", "switch", "restore", "mv", "rm", "fetch", "pull",
+              "gc", "prune", "repack", "pack-refs", "maintenance", "update-index", "update-ref",
+              "read-tree", "write-tree", "mktag", "mktree", "fast-import", "filter-branch",
+              "update-server-info"}
+# ... that only read when their first argument is one of these ("": none)
+GIT_READ_VERBS = {"stash": {"list", "show"}, "worktree": {"list"}, "sparse-checkout": {"list"},
+                  "bisect": {"log", "visualize", "view", "help"}, "replace": {"", "-l", "--list"}}
+# ... that write when one of their arguments is one of these
+GIT_WRITE_VERBS = {
+    "remote": {"add", "rm", "remove", "rename", "set-url", "set-head", "set-branches", "prune",
+               "update"},
+    "notes": {"add", "copy", "append", "edit", "merge", "remove", "prune"},
+    "reflog": {"expire", "delete"}, "commit-graph": {"write"},
+    "submodule": {"add", "init", "deinit", "update", "sync", "set-branch", "set-url",
+                  "absorbgitdirs"}}
+# branch and tag: (short and long options that write, that list); a name alone creates a ref
+GIT_REFS = {
+    "branch": ("dDmMcCuft", {"--delete", "--move", "--copy", "--set-upstream-to",
+                             "--unset-upstream", "--edit-description", "--force", "--track",
+                             "--create-reflog"},
+               "lv", {"--list", "--verbose", "--contains", "--no-contains", "--merged",
+                      "--no-merged", "--points-at", "--show-current"}),
+    "tag": ("asumFdfe", {"--annotate", "--sign", "--local-user", "--message", "--file",
+                         "--delete", "--force", "--edit", "--create-reflog"},
+            "lnv", {"--list", "--contains", "--no-contains", "--merged", "--no-merged",
+                    "--points-at", "--verify"})}
+CONFIG_WRITES = {"--unset", "--unset-all", "--add", "--replace-all", "--rename-section",
+                 "--remove-section", "-e", "--edit", "set", "unset", "rename-section",
+                 "remove-section", "edit"}
+CONFIG_READS = {"--get", "--get-all", "--get-regexp", "--get-urlmatch", "--get-color",
+                "--get-colorbool", "-l", "--list", "get", "list"}
+
+
+def git_writes(walk: Walk, sub: str, args: list[str]) -> bool:
+    """Whether `git <sub> <args>` writes the repository's .git."""
+    if "--help" in args or args[:1] == ["-h"]:
+        return False
+    letters = "".join(a[1:] for a in args if short(a))
+    options = {a.partition("=")[0] for a in args if a.startswith("--")}
+    if sub in GIT_READ_VERBS:
+        return (args[0] if args else "") not in GIT_READ_VERBS[sub]
+    if sub in GIT_WRITE_VERBS:
+        return not GIT_WRITE_VERBS[sub].isdisjoint(args)
+    if sub in GIT_REFS:
+        write_letters, writes, list_letters, lists = GIT_REFS[sub]
+        names = [a for k, a in enumerate(args) if not a.startswith("-")
+                 and args[k - 1] not in ("--sort", "--format")]
+        return bool(set(write_letters) & set(letters) or writes & options) or bool(
+            names) and not (set(list_letters) & set(letters) or lists & options)
+    if sub == "config":
+        return config_writes(walk, args)
+    if sub == "apply":
+        return "3" in letters or not {"--index", "--cached", "--3way"}.isdisjoint(options)
+    if sub == "hash-object":
+        return "w" in letters
+    if sub == "symbolic-ref":
+        return "d" in letters or "--delete" in options or len(
+            [a for a in args if not a.startswith("-")]) > 1
+    return sub in GIT_WRITES
+
+
+def config_writes(walk: Walk, args: list[str]) -> bool:
+    """`git config` writes the repository's config: not with --global, --system or a file
+    outside .git (`-f .gitmodules`), and not when it only reads (`--get`, one key alone)."""
+    words, i = [], 0
+    while i < len(args):
+        option, _, value = args[i].partition("=")
+        if option in ("-f", "--file", "--blob", "--type", "--default", "--comment") and not value:
+            value, i = (args[i + 1] if i + 1 < len(args) else ""), i + 1
+        i += 1
+        if option in ("--global", "--system") or option in ("-f", "--file", "--blob") and (
+                ".git" not in (walk.path(value) or "/.git").split("/")):
+            return False
+        if option in CONFIG_WRITES or option in CONFIG_READS and not words:
+            return option in CONFIG_WRITES
+        if not option.startswith("-"):
+            words.append(args[i - 1])
+    return len(words) > 1
 
 
 def git_rm(walk: Walk, paths: list[str], everything: str | None,
@@ -317,7 +483,8 @@ def mkfs(walk: Walk, words: list[str]) -> str | None:
 
 
 RULES: dict[str, Callable[[Walk, list[str]], str | None]] = {
-    "rm": rm, "git": git, "find": find, "dd": dd, "dotnet": dotnet, "dotnet-ef": dotnet}
+    "rm": rm, "mv": mv, "git": git, "find": find, "dd": dd, "dotnet": dotnet,
+    "dotnet-ef": dotnet}
 
 
 def rule_for(name: str) -> Callable[[Walk, list[str]], str | None] | None:

@@ -1,7 +1,8 @@
 """The TDD rule of the PreToolUse hook (seed 001 §7): whether every C# product file an edit
 touches has a matching test file, under the rule set `workflow_defs/hooks.json` of the harness
-root, validated at load. It never reads commands or patches (`walk` and `patch` do); standard
-library only, besides the `errors` family its ConfigError belongs to."""
+root as `specops new` froze it into the delivery's snapshot, validated at load. It never reads
+commands or patches (`walk` and `patch` do); standard library only, besides the `errors` family
+its ConfigError belongs to."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
 CONFIG = "workflow_defs/hooks.json"
+FROZEN_KIND = "hooks"  # the snapshot entry of the hooks.json `specops new` froze
 DEFAULT_PATTERNS = ("{stem}Tests.cs", "{stem}Test.cs")
 DEFAULT_ROOTS = ("tests", "test")
 KEYS = {"testPatterns", "testRoots", "exclude", "generated"}
@@ -57,21 +59,84 @@ class Rules:
         self.generated: tuple[str, ...] = tuple(generated)
 
 
-def load_rules(root: str) -> Rules:
-    """Read `<root>/workflow_defs/hooks.json`; defaults when absent; ConfigError when malformed."""
+def load_rules(root: str, delivery: str = "") -> Rules:
+    """The rule set of `delivery`: the copy of hooks.json `specops new` froze into
+    `<root>/phases/<delivery>/snapshot/` (the defaults when it froze none). Without a delivery,
+    or for one frozen before hooks.json was, `<root>/workflow_defs/hooks.json` as it is now.
+    Defaults when absent; ConfigError when malformed, unreadable or changed since it was frozen."""
+    if delivery:
+        frozen = frozen_entry(root, delivery)
+        if frozen is not None:
+            return frozen_rules(os.path.join(root, "phases", delivery, frozen[0]), frozen[1])
     path = os.path.join(root, CONFIG)
+    raw = read_config(path)
+    return Rules() if raw is None else parse_rules(raw, path)
+
+
+def read_config(path: str) -> bytes | None:
+    """The file's bytes; None when there is none."""
     try:
         with open(path, "rb") as fh:
-            raw = fh.read()
+            return fh.read()
     except FileNotFoundError:
-        return Rules()
+        return None
     except OSError as err:
         raise ConfigError(f"{path}: cannot be read ({err.strerror}); {UNTIL_FIXED}") from err
+
+
+def parse_rules(raw: bytes, path: str) -> Rules:
+    """The rules in a hooks.json's bytes, named `path` in messages; ConfigError when malformed."""
     try:
         data = json.loads(raw)
     except ValueError as err:
         raise _bad(path, "(file)", f"not valid JSON ({err})") from err
     return _rules(path, data)
+
+
+def frozen_entry(root: str, delivery: str) -> tuple[str, str | None] | None:
+    """(copy, sha256) of the delivery's frozen hooks.json as its state records them (sha256 None:
+    frozen as absent), or None when its snapshot predates frozen hook rules."""
+    if not delivery.strip(".") or "/" in delivery or os.sep in delivery:
+        raise ConfigError(f"SPECOPS_DELIVERY `{delivery}` is not a delivery id, so the hook "
+                          f"cannot find its frozen {CONFIG}; {UNTIL_FIXED}")
+    index = os.path.join(root, "phases", delivery, "index.json")
+    try:
+        with open(index, "rb") as fh:
+            files = json.loads(fh.read())["snapshot"]["files"]
+        entry = next((f for f in files if f.get("kind") == FROZEN_KIND), None)
+        if entry is None:
+            return None
+        copy, sha = entry["copy"], entry["sha256"]
+    except (OSError, ValueError, LookupError, TypeError, AttributeError) as err:
+        why = err.strerror if isinstance(err, OSError) else f"{type(err).__name__}: {err}"
+        raise ConfigError(f"{index}: the delivery's state cannot be read ({why}), so its frozen "
+                          f"{CONFIG} is unknown; {UNTIL_FIXED}") from err
+    if not isinstance(copy, str) or not copy.startswith("snapshot/") or ".." in copy.split("/") \
+            or not (sha is None or isinstance(sha, str)):
+        raise ConfigError(f"{index}: snapshot.files: the `{FROZEN_KIND}` entry is malformed; "
+                          f"{UNTIL_FIXED}")
+    return copy, sha
+
+
+def frozen_rules(path: str, sha: str | None) -> Rules:
+    """The rules of a frozen copy, refused unless it still has the sha256 `specops new` recorded
+    (or, frozen as absent, still does not exist)."""
+    raw = read_config(path)
+    if raw is None and sha is None:
+        return Rules()
+    import hashlib
+
+    now = hashlib.sha256(raw).hexdigest() if raw is not None else None
+    if now == sha:
+        return parse_rules(raw, path) if raw is not None else Rules()
+    if now is None:
+        what = "is missing"
+    elif sha is None:
+        what = f"appeared since `specops new` froze the delivery without it (sha256 {now[:12]})"
+    else:
+        what = f"changed since `specops new` froze it (sha256 {now[:12]}, frozen {sha[:12]})"
+    raise ConfigError(f"{path} {what}: a delivery runs only the hook rules it was created with; "
+                      f"{UNTIL_FIXED}")
 
 
 def _bad(path: str, field: str, problem: str) -> ConfigError:

@@ -75,23 +75,27 @@ class Catalog:
         return self.phases[node.phase]
 
     def phase_ids_of(self, workflow_id: str) -> list[str]:
-        """The phases a workflow runs, in order: each node's, its review's, and the evaluator of
-        a phase's sprint contract."""
+        """The phases a workflow runs, in order: each node's, every evaluator its review can
+        choose (the platforms' too: a snapshot holds each, whichever a delivery records), and
+        the evaluator of a phase's sprint contract."""
         phase_ids: list[str] = []
         for node in self.workflows[workflow_id].nodes:
             contract = (self.phases[node.phase].execution.contract
                         if node.phase in self.phases else None)
-            for pid in (node.phase, node.review.phase if node.review else None,
+            for pid in (node.phase, *(node.review.phase_ids if node.review else ()),
                         contract.evaluator if contract else None):
                 if pid and pid not in phase_ids:
                     phase_ids.append(pid)
         return phase_ids
 
     def platforms_of(self, workflow_id: str) -> list[str]:
-        """The platforms the `when:` of the workflow's skill bindings name, sorted."""
+        """The platforms the workflow tells apart, sorted: those the `when:` of its skill
+        bindings name and those its reviews choose an evaluator by."""
         return sorted({p for pid in self.phase_ids_of(workflow_id)
                        for s in self.phases[pid].execution.skills if s.when
-                       for p in s.when.platforms})
+                       for p in s.when.platforms}
+                      | {p for node in self.workflows[workflow_id].nodes if node.review
+                         for p in node.review.platforms})
 
     def files_of(self, workflow_id: str) -> list[SourceFile]:
         """The workflow file, its phases (review phases too) and their skill files, in order.

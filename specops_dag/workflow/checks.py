@@ -209,14 +209,7 @@ class Checks:
                          "evaluator judges a generator node: use `review: {phase: "
                          f"{node.phase}, max_rounds: N}}` on that node instead")
             if node.review:
-                rp = self.phases.get(node.review.phase)
-                if rp is None or rp.execution.executor.kind != "evaluator":
-                    p.append(f"{d}: nodes[{i}].review.phase: `{node.review.phase}` is not an "
-                             "evaluator phase; name a phase with `executor: {kind: evaluator}`")
-                if node.review.max_rounds > MAX_ATTEMPTS:  # a round is one of the step's calls
-                    p.append(f"{d}: nodes[{i}].review.max_rounds: {node.review.max_rounds} rounds "
-                             f"cannot run: each round is one of the step's {MAX_ATTEMPTS} agent "
-                             f"calls; use max_rounds ≤ {MAX_ATTEMPTS}")
+                self.check_review(d, i, node)
         needs = {n.id: n.needs for n in wf.nodes}
         cycle = find_cycle(needs)
         if cycle:
@@ -229,6 +222,27 @@ class Checks:
                 p.extend(check_fan_out_node(d, wf, i, self.phases))
         for name, ref in wf.outputs.items():
             self.check_output_ref(f"{d}: outputs.{name}", wf, ref.node, ref.output)
+
+    def check_review(self, d: str, i: int, node: Node) -> None:
+        """`review:` names evaluator phases (its platforms' too), in rounds the step's agent
+        calls allow, on a node whose next attempt can act on the findings."""
+        p, review = self.problems, node.review
+        assert review is not None
+        for where, pid in [("phase", review.phase),
+                           *((f"platforms.{k}", v) for k, v in review.platforms.items())]:
+            rp = self.phases.get(pid)
+            if rp is None or rp.execution.executor.kind != "evaluator":
+                p.append(f"{d}: nodes[{i}].review.{where}: `{pid}` is not an evaluator phase; "
+                         "name a phase with `executor: {kind: evaluator}`")
+        if review.max_rounds > MAX_ATTEMPTS:  # a round is one of the step's calls
+            p.append(f"{d}: nodes[{i}].review.max_rounds: {review.max_rounds} rounds cannot run: "
+                     f"each round is one of the step's {MAX_ATTEMPTS} agent calls; use "
+                     f"max_rounds ≤ {MAX_ATTEMPTS}")
+        phase = self.phases.get(node.phase)
+        if phase is not None and phase.execution.fan_out is not None:
+            p.append(f"{d}: nodes[{i}].review: phase `{node.phase}` fans out (one session per "
+                     "task), and its merged tasks never run again to act on a review; put the "
+                     "review on a node that needs this one")
 
     def check_inputs(self, d: str, wf: Workflow, i: int, node: Node, upstream: Set[str]) -> None:
         p = self.problems

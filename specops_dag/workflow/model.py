@@ -7,6 +7,7 @@ cycles, contracts, skill files on disk) are checked by `checks`. No I/O, no dags
 
 # No `from __future__ import annotations` here: pydantic would evaluate every field's string
 # annotation as it builds each class, a quarter of this module's import (status, dry-run).
+from collections.abc import Collection
 from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, model_validator
@@ -56,8 +57,22 @@ class Gates(Strict):
 
 
 class Review(Strict):
+    """`review: {phase: E, max_rounds: N, platforms: {P: F}}`: the evaluator phase `E` judges the
+    node, or `F` for a delivery with platform `P` (the first one listed that it has). `specops
+    new` resolves it once for the delivery's platforms and records it in the snapshot."""
+
     phase: Ident
     max_rounds: int = Field(default=3, ge=1)  # ≤ the step's 3 calls: checked at load (catalog)
+    platforms: dict[Ident, Ident] = {}
+
+    def phase_for(self, platforms: Collection[str]) -> str:
+        """The evaluator phase for a delivery with these platforms."""
+        return next((pid for p, pid in self.platforms.items() if p in platforms), self.phase)
+
+    @property
+    def phase_ids(self) -> list[str]:
+        """Every evaluator phase it can choose: `phase` first, each once."""
+        return list(dict.fromkeys([self.phase, *self.platforms.values()]))
 
 
 class Node(Strict):

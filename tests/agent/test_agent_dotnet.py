@@ -68,7 +68,7 @@ def test_in_the_writing_sandbox_the_network_and_the_worktrees_git_stay_closed(
     store = create(root, None)
     listener = socket.create_server(("127.0.0.1", 0))  # open on the host all along
     port = listener.getsockname()[1]
-    commit = "git commit --allow-empty -m escaped"
+    commit = 'touch "$(git rev-parse --git-dir)/escaped"'  # past the hook, which denies git writes
     host = (f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), "
             "timeout=5)\"")
     out = ("python3 -c \"import urllib.request; "
@@ -77,7 +77,7 @@ def test_in_the_writing_sandbox_the_network_and_the_worktrees_git_stay_closed(
     with listener, replay(tmp_path, {"write": [{"literal": {"before": turns}}]}) as server:
         run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
     seen = outputs_seen(tmp_path, "write")
-    assert "Process exited with code 128" in seen[commit], seen[commit]
+    assert "Process exited with code 1" in seen[commit], seen[commit]
     assert "Read-only file system" in seen[commit], seen[commit]
     assert "Process exited with code 1" in seen[host], seen[host]
     assert "ConnectionRefusedError" in seen[host], seen[host]

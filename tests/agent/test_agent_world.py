@@ -85,7 +85,7 @@ def test_an_agent_that_knows_only_its_prompt_raises_a_risk_a_person_decides(
                            "review": [{"literal": {}}]}) as server:
         settings = settings_for(server, tmp_path)
         assert run_step(store, "d1", "write", settings=settings).status == "completed"
-        assert f"RISK: {risk} — write it only to raise a risk" in (
+        assert f"RISK: {risk} — a risk or question a person must decide" in (
             root / "phases/d1/write/prompt.md").read_text()
         assert risk.read_text() == "# Risk: the notes are unchecked\n"
         state = store.read("d1")

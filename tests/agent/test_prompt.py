@@ -34,7 +34,7 @@ def test_the_prompt_parts_come_in_the_seed_order(tmp_path: Path) -> None:
                              snapshot_catalog(store, state), root)
     assert [(p.label, p.path) for p in prompt.parts] == [
         ("AGENTS.md", "AGENTS.md"),
-        ("common work rules", "built-in:workflow_defs/work-rules.md"),
+        ("common work rules", "phases/d1/snapshot/work-rules.md"),
         ("context", "docs/arch.md"),
         ("delivery handoff", "docs/phase/d1/handoff.md"),
         ("previous failure", None),
@@ -81,14 +81,12 @@ def test_the_current_step_names_paths_and_hashes_never_bodies(tmp_path: Path) ->
         "- docs/phase/d1/handoff.md (delivery handoff for the next step: paths and decisions)\n"
         "\n"
         "Node folder: phases/d1/review/ — your WRITE artifacts live there; put any other file "
-        "this step produces (TRX results, logs) under it too. An artifact path written short in "
-        "the TASK or a skill (such as `develop/changes.md`) is relative to a node folder: this "
-        "one for yours, and for an upstream node's the READ path that ends with it.\n"
+        "this step produces (TRX results, logs) under it too.\n"
         "\n"
-        "RISK: phases/d1/review/risk.md — write it only to raise a risk a person must decide (an "
-        "assumption you could not check, evidence you could not produce, a test you had to "
-        "weaken): what it is, why, and the file that shows it. The delivery then waits at the "
-        "`risk` gate until a person decides; leave it unwritten when there is none.\n"
+        "RISK: phases/d1/review/risk.md — a risk or question a person must decide (an assumption "
+        "you could not check, evidence you could not produce, a test you had to weaken, input "
+        "you lack): what it is, why, and the file that shows it. Writing it makes the delivery "
+        "wait at the `risk` gate until a person decides; leave it unwritten when there is none.\n"
         "\n"
         "REPORT: end with a final message of at most 1,000 characters that summarizes what you "
         "did and names the files you wrote.")
@@ -124,7 +122,9 @@ def test_the_failure_summary_keeps_head_and_tail_within_4000_chars(size: int) ->
 
 CONTEXT_ERRORS = [
     pytest.param("not-a-list", "phases/d1/index.json: steps[0].context_files: Input should be a "
-                 "valid list; fix the file or restore it from git", id="malformed"),
+                 "valid list; fix the file or restore it from a backup, or from git if a "
+                 "metadata commit holds it (`git log --all -- phases/d1/index.json` lists them)",
+                 id="malformed"),
     pytest.param(["docs/none.md"], "phases/d1/index.json: steps[0].context_files[0]: "
                  "`docs/none.md` not found in {root}; fix the path or remove it", id="missing"),
     pytest.param(["/etc/hostname"], "phases/d1/index.json: steps[0].context_files[0]: "
@@ -294,7 +294,8 @@ def test_a_delivery_that_builds_no_dotnet_has_no_target_line(tmp_path: Path) -> 
 
 
 BUILTIN_NODES = ["full-delivery/requirements", "full-delivery/design", "full-delivery/develop",
-                 "full-delivery/verify", "full-delivery/delivery", "quick-delivery/develop",
+                 "full-delivery/integrate", "full-delivery/verify", "full-delivery/delivery",
+                 "quick-delivery/develop",
                  "quick-delivery/verify", "quick-delivery/delivery", "plan-build-review/plan",
                  "plan-build-review/build"]
 DOTNET_8 = ("net8.0", ".NET 8", "8.0.x")

@@ -268,16 +268,44 @@ def test_the_built_in_plan_build_review_workflow_reviews_build_with_pbr_evaluate
     assert [(n.id, n.phase, n.needs) for n in wf.nodes] == [
         ("plan", "pbr-plan", []), ("build", "pbr-build", ["plan"])]
     build = wf.nodes[1]
-    assert (build.review.phase, build.review.max_rounds) == ("pbr-evaluate", 3)
+    assert (build.review.phase, build.review.max_rounds, build.review.platforms) == (
+        "pbr-evaluate", 3, {"aspnetcore": "pbr-qa"})
+    contract = catalog.phases["pbr-build"].execution.contract
+    assert (contract.evaluator, contract.max_rounds) == ("pbr-contract", 2)
+    for pid in ("pbr-qa", "pbr-contract"):
+        judge = catalog.phases[pid].execution
+        assert (judge.executor.kind, judge.sandbox) == ("evaluator", "read-only")
     evaluate = catalog.phases["pbr-evaluate"]
     assert (evaluate.execution.executor.kind, evaluate.execution.sandbox) == (
         "evaluator", "read-only")
     assert 3 <= len(evaluate.execution.criteria) <= 5
     assert catalog.phases["pbr-build"].execution.gates.before == "target-write"
-    assert "workflow_defs/phases/pbr-evaluate.yaml" in [
-        f.display.removeprefix("built-in:") for f in catalog.files_of("plan-build-review")]
+    frozen = [f.display.removeprefix("built-in:") for f in catalog.files_of("plan-build-review")]
+    assert {f"workflow_defs/phases/{pid}.yaml" for pid in ("pbr-evaluate", "pbr-qa",
+                                                           "pbr-contract")} <= set(frozen)
     text = evaluator_prompt_section(evaluate.execution.criteria, "build", [], 1, 3)
     assert "SCORE acceptance-criteria-covered: <0-10>" in text
+
+
+def test_the_built_in_full_delivery_reviews_the_integrated_work_and_contracts_each_task() -> None:
+    catalog = load_catalog([BUILTIN_DEFS])
+    wf = catalog.workflows["full-delivery"]
+    nodes = {n.id: n for n in wf.nodes}
+    assert nodes["develop"].review is None  # a fan-out: its merged tasks never run again
+    review = nodes["integrate"].review
+    assert (review.phase, review.max_rounds, review.platforms) == (
+        "full-evaluate", 3, {"aspnetcore": "full-qa"})
+    assert (nodes["integrate"].needs, nodes["verify"].needs) == (["develop"], ["integrate"])
+    assert {p: r.node for p, r in nodes["verify"].inputs.items()} == {
+        "previous": "integrate", "requirements": "requirements"}
+    assert nodes["delivery"].inputs["implementation"].node == "integrate"
+    contract = catalog.phases["full-develop"].execution.contract
+    assert (contract.evaluator, contract.max_rounds) == ("full-contract", 2)
+    for pid in ("full-evaluate", "full-qa", "full-contract"):
+        judge = catalog.phases[pid].execution
+        assert (judge.executor.kind, judge.sandbox) == ("evaluator", "read-only")
+    qa = catalog.phases["full-qa"].execution.qa
+    assert (qa.probes, [(b.id, b.path, b.status) for b in qa.browser]) == ([], [("home", "/", None)])
 
 
 def test_importing_the_review_module_does_not_import_dagster() -> None:

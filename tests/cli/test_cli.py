@@ -26,7 +26,7 @@ def test_check_passes_on_the_built_in_and_harness_definitions(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     result = specops(clean_env, diamond_root, "check")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("ok: 4 workflows, 16 phases, 18 skills from ")
+    assert result.stdout.startswith("ok: 4 workflows, 21 phases, 18 skills from ")
 
 
 def test_check_exits_2_with_every_problem_and_changes_nothing(
@@ -190,7 +190,8 @@ def test_the_delivery_list_says_a_garbage_state_file_is_unreadable_not_its_last_
     assert listing.stdout.splitlines() == [
         "d1                       diamond            unreadable: phases/d1/index.json: not valid "
         "JSON (Expecting property name enclosed in double quotes: line 1 column 3 (char 2)); "
-        "restore it from git"]
+        "restore it from a backup, or from git if a metadata commit holds it "
+        "(`git log --all -- phases/d1/index.json` lists them)"]
     as_json = json.loads(specops(clean_env, diamond_root, "status", "--json").stdout)
     assert list(as_json["unreadable"]) == ["d1"]
 
@@ -324,13 +325,13 @@ def test_demo_runs_a_quick_delivery_with_the_real_codex_cli_offline(
     # Every node's literal agent read its inputs and wrote exactly what its WRITE named.
     node_dir = f"{root}/phases/demo-1"
     assert [s["summary"] for s in state["steps"]] == [
-        f"Wrote: {node_dir}/develop/develop/changes.md, {node_dir}/develop/develop/red-green.md, "
+        f"Wrote: {node_dir}/develop/changes.md, {node_dir}/develop/red-green.md, "
         "docs/phase/demo-1/develop.md, docs/phase/demo-1/handoff.md",
-        f"Wrote: {node_dir}/verify/verify/report.md, docs/phase/demo-1/verify.md, "
+        f"Wrote: {node_dir}/verify/report.md, docs/phase/demo-1/verify.md, "
         "docs/phase/demo-1/handoff.md",
-        f"Wrote: {node_dir}/delivery/delivery/summary.md, docs/phase/demo-1/delivery.md, "
+        f"Wrote: {node_dir}/delivery/summary.md, docs/phase/demo-1/delivery.md, "
         "docs/phase/demo-1/handoff.md"]
-    assert (root / "phases/demo-1/develop/develop/changes.md").read_text() == (
+    assert (root / "phases/demo-1/develop/changes.md").read_text() == (
         "# Changes\n\n- docs/calculator-usage.md: usage notes for Calculator.Add (documentation "
         "only; no C# change was needed).\n")
     requests = [json.loads(line) for line in
@@ -343,7 +344,7 @@ def test_demo_runs_a_quick_delivery_with_the_real_codex_cli_offline(
                        "verify": ["read", "changes", "write", "done"],
                        "delivery": ["read", "changes", "write", "done"]}
     assert len({r["thread"] for r in requests}) == 3
-    assert any(line.startswith("handoff develop/changes: phases/demo-1/develop/develop/changes.md ")
+    assert any(line.startswith("handoff develop/changes: phases/demo-1/develop/changes.md ")
                for line in lines)
 
 

@@ -105,7 +105,7 @@ def test_a_wheel_install_runs_the_demo_from_an_empty_folder_and_installs_the_pin
         f"demo harness root: {root} (a git repo with the `all-pass` fixture, net8.0)"]
     assert "delivery demo-1  workflow quick-delivery  status completed" in lines
     assert f"state: {root}/phases/demo-1/index.json" in lines
-    assert "handoff develop/changes: phases/demo-1/develop/develop/changes.md" in result.stdout
+    assert "handoff develop/changes: phases/demo-1/develop/changes.md" in result.stdout
     assert (f"Dagster: DAGSTER_HOME={root}/.dagster_home; the run log is in "
             f"{root}/phases/demo-1/runs") in lines
     assert lines[-1] == (f"UI: cd {root} && DAGSTER_HOME={root}/.dagster_home "

@@ -50,8 +50,12 @@ def test_a_new_delivery_has_steps_in_topological_order_and_a_frozen_snapshot(
         ("workflow", "diamond", "workflow_defs/workflows/diamond.yaml",
          "snapshot/workflows/diamond.yaml"),
         *[("phase", f"p-{n}", f"workflow_defs/phases/p-{n}.yaml", f"snapshot/phases/p-{n}.yaml")
-          for n in "abcd"]]
-    for f in state.snapshot.files:
+          for n in "abcd"],
+        ("work-rules", "work-rules", "built-in:workflow_defs/work-rules.md",
+         "snapshot/work-rules.md"),
+        ("hooks", "hooks", "workflow_defs/hooks.json", "snapshot/hooks.json"),
+        ("prices", "prices", "prices.yaml", "snapshot/prices.yaml")]
+    for f in state.snapshot.files[:-3]:  # the harness files: tests/delivery/test_freeze.py
         copy = store.delivery_dir("d1") / f.copy_path
         assert copy.read_bytes() == (diamond_root / f.path).read_bytes()
     index = json.loads((diamond_root / "phases" / "index.json").read_text())
@@ -287,9 +291,11 @@ def test_gates_in_front_of_a_step_keep_it_from_being_runnable_until_approved(
 @pytest.mark.parametrize(("text", "message"), [
     ('{"schema_version": 1, "request": "Add \\ud800 cache."}',
      "phases/d1/index.json: an escape `\\ud800` is half of a UTF-16 surrogate pair, not a "
-     "character; fix the file or restore it from git"),
+     "character; fix the file or restore it from a backup, or from git if a metadata commit "
+     "holds it (`git log --all -- phases/d1/index.json` lists them)"),
     ("[1, 2]", "phases/d1/index.json: (top level): Input should be a valid dictionary or "
-               "instance of Delivery; fix the file or restore it from git"),
+               "instance of Delivery; fix the file or restore it from a backup, or from git if "
+               "a metadata commit holds it (`git log --all -- phases/d1/index.json` lists them)"),
 ])
 def test_a_state_file_that_is_json_but_not_a_state_is_refused_with_its_exact_error(
         diamond_root: Path, text: str, message: str) -> None:
@@ -314,7 +320,8 @@ def test_a_hand_edited_budget_that_is_no_limit_is_refused_with_its_exact_error(
     with pytest.raises(StateError) as err:
         store.read("d1")
     assert err.value.message == (f"phases/d1/index.json: {field}: {why}; fix the file or "
-                                 "restore it from git")
+                                 "restore it from a backup, or from git if a metadata commit "
+                                 "holds it (`git log --all -- phases/d1/index.json` lists them)")
 
 
 def test_a_hand_edited_negative_attempt_count_is_refused_with_its_exact_error(
@@ -327,7 +334,9 @@ def test_a_hand_edited_negative_attempt_count_is_refused_with_its_exact_error(
     with pytest.raises(StateError) as err:
         store.read("d1")
     assert err.value.message == ("phases/d1/index.json: steps[0].attempts: Input should be "
-                                 "greater than or equal to 0; fix the file or restore it from git")
+                                 "greater than or equal to 0; fix the file or restore it from a "
+                                 "backup, or from git if a metadata commit holds it "
+                                 "(`git log --all -- phases/d1/index.json` lists them)")
 
 
 def test_a_corrupt_delivery_list_is_refused_with_its_exact_error(diamond_root: Path) -> None:
@@ -337,7 +346,8 @@ def test_a_corrupt_delivery_list_is_refused_with_its_exact_error(diamond_root: P
         store.read_index()
     assert err.value.message == (
         "phases/index.json: not valid JSON (Expecting property name enclosed in double quotes: "
-        "line 1 column 2 (char 1)); restore it from git")
+        "line 1 column 2 (char 1)); restore it from a backup, or from git if a metadata commit "
+        "holds it (`git log --all -- phases/index.json` lists them)")
 
 
 def test_a_validation_record_has_exactly_the_fields_of_a_validation_report_in_order() -> None:
@@ -482,7 +492,8 @@ def test_a_review_or_preflight_record_of_the_wrong_shape_is_an_exact_load_error_
     with pytest.raises(StateError) as err:
         store.read("d1")
     assert err.value.message == (f"phases/d1/index.json: {field}: {message}; fix the file or "
-                                 "restore it from git")
+                                 "restore it from a backup, or from git if a metadata commit "
+                                 "holds it (`git log --all -- phases/d1/index.json` lists them)")
 
 
 def test_a_record_written_by_the_executor_has_only_the_fields_it_was_given() -> None:
@@ -627,7 +638,9 @@ def test_a_state_changed_by_another_writer_after_the_stores_own_write_is_read_an
     with pytest.raises(StateError) as info:
         store.read("d1")
     assert info.value.message == ("phases/d1/index.json: steps[4].name: `b` is also steps[1]; "
-                                  "step names are unique; fix the file or restore it from git")
+                                  "step names are unique; fix the file or restore it from a "
+                                  "backup, or from git if a metadata commit holds it "
+                                  "(`git log --all -- phases/d1/index.json` lists them)")
 
 
 def test_a_change_that_would_not_read_back_as_valid_state_is_not_written(
@@ -773,7 +786,8 @@ def test_a_file_outside_the_delivery_recorded_by_a_transaction_of_one_step_is_re
         pass  # the next transaction of the step, which would take a state the store wrote
     assert info.value.message == (
         "phases/d1/index.json: steps[0].handoff.out.path: `/etc/passwd` is outside the delivery "
-        "(handoffs live under phases/d1/); fix the file or restore it from git")
+        "(handoffs live under phases/d1/); fix the file or restore it from a backup, or from git "
+        "if a metadata commit holds it (`git log --all -- phases/d1/index.json` lists them)")
 
 
 def test_a_state_written_through_one_store_is_read_through_another_without_parsing_it_again(

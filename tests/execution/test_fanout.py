@@ -16,6 +16,7 @@ from specops_dag.delivery import lifecycle as ops
 from specops_dag.delivery.queries import render_status, status_report, tokens
 from specops_dag.delivery.store import Store
 from specops_dag.execution.step import run_step
+from specops_dag.files import sha256_file
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from ..support.agents import attempts, replay
@@ -76,24 +77,27 @@ nodes:
 """
 
 
-def harness(tmp_path: Path, tasks: str = TASKS, env: dict[str, str] | None = None) -> Store:
-    """The plan -> build harness root (a git repository) with delivery d1 (made by `specops
-    new` when `env` is given, so its Dagster partition exists)."""
+def harness(tmp_path: Path, tasks: str = TASKS, env: dict[str, str] | None = None,
+            workflow: str = "plan-build", files: dict[str, str] | None = None) -> Store:
+    """The plan -> build harness root (a git repository; `files` added to it) with delivery d1
+    of `workflow` (made by `specops new` when `env` is given, so its Dagster partition
+    exists)."""
     root = write_tree(tmp_path / "harness", {
         "workflow_defs/workflows/plan-build.yaml": WORKFLOW,
         "workflow_defs/phases/p-plan.yaml": PLAN, "workflow_defs/phases/p-build.yaml": BUILD,
         "workflow_defs/skills/build-skill/SKILL.md": "---\nname: build-skill\n---\nBuild it.\n",
-        "plan/tasks.yaml": tasks, "README.md": "# product\n", ".gitignore": ".dagster_home/\n"})
+        "plan/tasks.yaml": tasks, "README.md": "# product\n", ".gitignore": ".dagster_home/\n",
+        **(files or {})})
     repo = git.Repo.init(root, initial_branch="main")
     repo.git.add(A=True)
     repo.index.commit("initial", author=WHO, committer=WHO)
     store = Store(root)
     if env is not None:
-        made = specops(env, root, "new", "plan-build", "d1", "--request", "Build four parts.")
+        made = specops(env, root, "new", workflow, "d1", "--request", "Build four parts.")
         assert made.returncode == 0, made.stderr
         return store
     ops.new_delivery(store, load_catalog(definition_roots(root), display_base=root),
-                     "plan-build", "d1", "Build the four parts.")
+                     workflow, "d1", "Build the four parts.")
     return store
 
 
@@ -201,8 +205,7 @@ def test_a_task_agent_raises_a_risk_through_its_prompts_risk_line_and_the_delive
         outcome = run_step(store, "d1", "build", settings=settings)
     assert outcome.status == "completed", outcome.message
     folder = store.delivery_dir("d1") / "build/tasks/t2"
-    assert f"RISK: {folder.resolve() / 'risk.md'} — write it only to raise a risk" in (
-        folder / "session1-prompt.md").read_text()
+    assert f"\nRISK: {folder.resolve() / 'risk.md'} — " in (folder / "session1-prompt.md").read_text()
     state = store.read("d1")
     assert [(r.node, r.path) for r in state.risks] == [
         ("build", "phases/d1/build/tasks/t2/risk.md")]
@@ -297,3 +300,120 @@ def test_a_run_killed_in_the_middle_of_a_fan_out_redoes_no_finished_task(
         logs = [e.user_message for e in instance.all_logs(event.run_id)]
         assert "build: task t3: merged" in " ".join(logs)
         assert "build: fan-out of 4 tasks, at most 2 at once" in logs
+
+
+TWO = """\
+kind: task-list
+tasks:
+  - {id: t1, title: First part, paths: [src/t1.txt], tests: [App.Tests.T1.Works]}
+  - {id: t2, title: Second part, paths: [src/t2.txt], tests: [App.Tests.T2.Works]}
+"""
+
+VERIFY = """\
+kind: phase
+id: p-verify
+input: {ports: {built: {contract: built}}}
+execution:
+  goal: Check what was built.
+  executor: {kind: codex}
+  timeout_s: 90
+  idle_timeout_s: 30
+  skills:
+    - {id: verify-skill, path: skills/verify-skill/SKILL.md, load: entry, required: true}
+output:
+  ports: {report: {contract: report}}
+  artifacts:
+    - {id: report, path: report.md, required: true}
+validation: none
+"""
+
+PLAN_BUILD_VERIFY = {
+    "workflow_defs/workflows/plan-build-verify.yaml": """\
+kind: workflow
+id: plan-build-verify
+inputs: {request: {contract: req}}
+nodes:
+  - {id: plan, phase: p-plan, inputs: {request: {input: request}}}
+  - {id: build, phase: p-build, needs: [plan], inputs: {plan: {node: plan, output: plan}}}
+  - {id: verify, phase: p-verify, needs: [build], inputs: {built: {node: build, output: built}}}
+""",
+    # the design node leaves its own section of the delivery handoff
+    "workflow_defs/phases/p-plan.yaml": PLAN.replace(
+        """'cp plan/tasks.yaml "$SPECOPS_NODE_DIR/tasks.yaml"'""",
+        """'cp plan/tasks.yaml "$SPECOPS_NODE_DIR/tasks.yaml" && mkdir -p docs/phase/d1 && """
+        """printf "## plan\\n\\nThe task list: phases/d1/plan/tasks.yaml\\n" """
+        """> docs/phase/d1/handoff.md'"""),
+    "workflow_defs/phases/p-verify.yaml": VERIFY,
+    "workflow_defs/skills/verify-skill/SKILL.md": "---\nname: verify-skill\n---\nCheck it.\n",
+}
+
+BUILD_HANDOFF = """\
+## plan
+
+The task list: phases/d1/plan/tasks.yaml
+
+## build
+
+Written by the executor: the node's 2 tasks ran in sessions of their own and were merged into \
+its tree in task order; the node's validation passed on the merged tree.
+
+Tasks:
+- `t1` First part: merged; task record docs/phase/d1/build-t1.md
+- `t2` Second part: merged; task record docs/phase/d1/build-t2.md
+
+Artifacts (every task's, put together in task order):
+- `changes`: phases/d1/build/changes.md
+"""
+
+
+def everything(task: str) -> dict:
+    """A literal task agent that changes its task's product file, edits the shared handoff.md
+    as the skills used to tell a task to (its WRITE does not name it), keeps a note in the
+    folder SPECOPS_NODE_DIR names, then writes exactly what its WRITE names."""
+    return {"literal": {
+        "before": [{"shell": f"mkdir -p src && echo {task} > src/{task}.txt && printf "
+                             f"'## build\\n\\n{task} was here\\n' >> docs/phase/d1/handoff.md"},
+                   {"shell": f'echo {task} > "$SPECOPS_NODE_DIR/notes.txt"'}],
+        "files": {"changes.md": f"Changed src/{task}.txt.\n",
+                  f"build-{task}.md": f"# Task {task}\n\nWrote src/{task}.txt.\n"}}}
+
+
+@pytest.mark.e2e
+def test_parallel_tasks_write_their_named_files_merge_and_the_next_step_gets_the_nodes_handoff(
+        tmp_path: Path) -> None:
+    store = harness(tmp_path, TWO, workflow="plan-build-verify", files=PLAN_BUILD_VERIFY)
+    root = store.root
+    assert run_step(store, "d1", "plan").status == "completed"
+    nodes = {"build.t1": [everything("t1")], "build.t2": [everything("t2")],
+             "verify": [NOTHING]}
+    with replay(tmp_path, nodes) as server:
+        settings = AgentSettings(replay_url=server.url, codex_home=str(tmp_path / "codex-home"))
+        outcome = run_step(store, "d1", "build", settings=settings)
+        assert outcome.status == "completed", outcome.message
+        build = store.read("d1").get_step("build")
+        assert [(t.id, t.status, t.attempts) for t in build.tasks] == [
+            ("t1", "merged", 1), ("t2", "merged", 1)]
+        tree = store.root / ".specops/worktrees/d1"
+        handoff = tree / "docs/phase/d1/handoff.md"
+        assert handoff.read_text() == BUILD_HANDOFF  # neither task's own edit got in
+        plan_sha = store.read("d1").get_step("plan").delivery_handoff
+        assert build.delivery_handoff == sha256_file(handoff) != plan_sha
+        assert run_step(store, "d1", "verify", settings=settings).status == "completed"
+    # each session wrote every path its WRITE names, all of them writable there
+    for task in ("t1", "t2"):
+        folder = (root / "phases/d1/build/tasks" / task).resolve()
+        write = [f"{folder}/changes.md", f"docs/phase/d1/build-{task}.md"]
+        assert (f"WRITE:\n- {write[0]} (required)\n- {write[1]} (task record: "
+                in (folder / "session1-prompt.md").read_text())
+        [thread] = attempts(tmp_path, f"build.{task}")
+        assert thread[-1]["literal"] == {"action": "done", "wrote": write, "skipped": []}
+        assert (folder / "changes.md").read_text() == f"Changed src/{task}.txt.\n"
+        assert (folder / "notes.txt").read_text() == f"{task}\n"  # its folder, not the node's
+    # the task records merged into the node's tree and were committed with its metadata
+    tip = git.Repo(root).commit("feat-d1").tree
+    assert [(tip / f"docs/phase/d1/build-{t}.md").data_stream.read() for t in ("t1", "t2")] == [
+        b"# Task t1\n\nWrote src/t1.txt.\n", b"# Task t2\n\nWrote src/t2.txt.\n"]
+    assert [(tip / f"src/{t}.txt").data_stream.read() for t in ("t1", "t2")] == [b"t1\n", b"t2\n"]
+    prompt = (root / "phases/d1/verify/prompt.md").read_text()
+    assert ("# Delivery handoff docs/phase/d1/handoff.md (as the last completed step left it)"
+            "\n\n" + BUILD_HANDOFF) in prompt

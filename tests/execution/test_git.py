@@ -45,7 +45,8 @@ def test_each_step_lands_as_a_product_commit_and_a_metadata_commit_on_its_branch
         "phases/d1/index.json", "phases/d1/request.md",
         "phases/d1/snapshot/phases/p-a.yaml",
         "phases/d1/snapshot/phases/p-b.yaml", "phases/d1/snapshot/phases/p-c.yaml",
-        "phases/d1/snapshot/phases/p-d.yaml", "phases/d1/snapshot/workflows/diamond.yaml"])
+        "phases/d1/snapshot/phases/p-d.yaml", "phases/d1/snapshot/work-rules.md",
+        "phases/d1/snapshot/workflows/diamond.yaml"])
     assert repo.commit(a.commits["product"]).message == "[d1] a attempt 1: product changes\n"
     assert repo.commit(a.commits["metadata"]).message == "[d1] a attempt 1: metadata\n"
     d = state.get_step("d")

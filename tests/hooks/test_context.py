@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from specops_dag import hooks as hook
-from specops_dag.delivery.lifecycle import new_delivery
-from specops_dag.delivery.model import FileRef
+from specops_dag.agent.prompt import TaskView, assemble_prompt
+from specops_dag.delivery.lifecycle import new_delivery, snapshot_catalog
+from specops_dag.delivery.model import FileRef, TaskRecord
 from specops_dag.delivery.store import Store
 from specops_dag.files import sha256_file
 from specops_dag.hooks import context
@@ -302,9 +303,10 @@ def test_a_corrupt_delivery_index_fails_open_with_a_warning(root: Path, monkeypa
     assert inject("user-prompt-submit") == (
         "<workflow-state>\nspecops hook user-prompt-submit could not read the workflow state "
         "(StateError: phases/d1/index.json: not valid JSON (Expecting property name enclosed in "
-        "double quotes: line 1 column 2 (char 1)); restore it from git). Continue the step your "
-        "prompt names; do not guess the current step from the chat history or from other "
-        "deliveries.\n</workflow-state>")
+        "double quotes: line 1 column 2 (char 1)); restore it from a backup, or from git if a "
+        "metadata commit holds it (`git log --all -- phases/d1/index.json` lists them)). "
+        "Continue the step your prompt names; do not guess the current step from the chat "
+        "history or from other deliveries.\n</workflow-state>")
 
 
 @pytest.mark.parametrize("event", ["user-prompt-submit", "session-start"])
@@ -314,7 +316,9 @@ def test_a_corrupt_phases_index_fails_open(root: Path, event: str) -> None:
     text = inject(event, {"source": "compact"})
     assert text.startswith(f"<workflow-state>\nspecops hook {event} could not read the workflow "
                            "state (StateError: phases/index.json: not valid JSON (Expecting "
-                           "value: line 1 column 4 (char 3)); restore it from git). Continue ")
+                           "value: line 1 column 4 (char 3)); restore it from a backup, or "
+                           "from git if a metadata commit holds it (`git log --all -- "
+                           "phases/index.json` lists them)). Continue ")
     assert text.endswith("do not guess the current step from the chat history or from other "
                          "deliveries.\n</workflow-state>")
 
@@ -370,3 +374,63 @@ def test_the_installed_state_hooks_answer_within_the_budget(root: Path, argv: li
     assert answer["hookEventName"] in ("UserPromptSubmit", "SessionStart")
     assert "node: spec (step 0" in answer["additionalContext"] \
         or "current node: spec (step 0" in answer["additionalContext"]
+
+
+def running_task(store: Store, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`build` is a fan-out node whose task `t1` (1 of 2) runs its first session in its own
+    worktree, and this session is that task's (its env as the executor sets it); returns the
+    task's folder."""
+    finish_spec(store, {"spec": "# Spec\n"})
+    with store.transaction("d1") as state:
+        state.get_step("build").tasks = [
+            TaskRecord(id=t, title=f"Part {t}", status="running", attempts=1,
+                       branch=f"feat-d1+build+{t}", worktree=f".specops/worktrees/d1+build+{t}")
+            for t in ("t1", "t2")]
+    for key, value in {"SPECOPS_DELIVERY": "d1", "SPECOPS_NODE": "build",
+                       "SPECOPS_TASK": "t1"}.items():
+        monkeypatch.setenv(key, value)
+    return (store.root / "phases/d1/build/tasks/t1").resolve()
+
+
+def test_a_fan_out_task_session_is_told_the_task_folder_and_record_its_prompts_write_names(
+        root: Path, monkeypatch) -> None:
+    store = new(root)
+    folder = running_task(store, monkeypatch)
+    state = store.read("d1")
+    build = state.get_step("build")
+    prompt = assemble_prompt(root, state, build, snapshot_catalog(store, state),
+                             (root / ".specops/worktrees/d1+build+t1").resolve(),
+                             task=TaskView(build.tasks[0], 1, 2, folder)).text
+    assert f"\nTask folder: {folder}/ — " in prompt
+    assert f"WRITE:\n- {folder}/notes.md (required)\n- docs/phase/d1/build-t1.md (task " in prompt
+    action = (f"next action: continue task `t1` of `build`: do its TASK, write its WRITE files "
+              f"({folder}/, docs/phase/d1/build-t1.md), then end with a final summary\n")
+    text = inject("user-prompt-submit")
+    assert f"\ntask folder: {folder}/ (task `t1` of the node)\n{action}" in text
+    assert "phases/d1/build/\n" not in text and "docs/phase/d1/build.md" not in text
+    assert f"\ntask folder: {folder}/ (task `t1` of the node)\n{action}" in inject(
+        "session-start", {"source": "compact"})
+
+
+def test_a_fan_out_tasks_oversized_context_is_written_whole_to_its_own_folder(
+        root: Path, monkeypatch) -> None:
+    store = new(root)
+    folder = running_task(store, monkeypatch)
+    with store.transaction("d1") as state:
+        spec = state.get_step("spec")
+        for i in range(120):
+            spec.handoff[f"part-{i:03}"] = FileRef(path=f"phases/d1/spec/part-{i:03}.md",
+                                                   sha256="0" * 64)
+    text = inject("user-prompt-submit")
+    assert f"the full context is in {folder}/hook-context.md]\n</workflow-state>" in text
+    assert "phases/d1/spec/part-119.md" in (folder / "hook-context.md").read_text()
+    assert not (root / "phases/d1/build/hook-context.md").exists()
+
+
+def test_a_task_the_node_does_not_have_fails_open_with_the_reason(root: Path,
+                                                                  monkeypatch) -> None:
+    store = new(root)
+    running_task(store, monkeypatch)
+    monkeypatch.setenv("SPECOPS_TASK", "t9")
+    assert ("could not read the workflow state (UsageError: SPECOPS_TASK `t9`: node `build` has "
+            "no such task (tasks: t1, t2))." in inject("user-prompt-submit"))

@@ -48,6 +48,9 @@ ALTERNATIVES: dict[str, str] = {
     "*** Delete File: <file>": patch("*** Delete File: src/Orders/Legacy.cs"),
     "rm -r bin": "mkdir -p bin/Debug && rm -r bin",
     "cp <file> /tmp/": 'cp src/Orders/OrderService.cs "${TMPDIR:-/tmp}/"',  # the tests' own /tmp
+    "cp -r <path> /tmp/": 'cp -r src/Orders "${TMPDIR:-/tmp}/"',
+    "git status": "git status",
+    "git diff": "git diff",
     "git show HEAD:<file> > <file>": ("git show HEAD:src/Orders/OrderService.cs > "
                                       "src/Orders/OrderService.cs"),
     "dotnet ef migrations add <Name>": "dotnet ef migrations add AddOrders",
@@ -56,8 +59,11 @@ ALTERNATIVES: dict[str, str] = {
     "psql -c '…'": "psql -c 'SELECT 1'",
 }
 # Backticked texts in the hook's messages that are no alternative to run.
-NAMED = {"{stem}Tests.cs": "an example value of tdd.testPatterns, for the person who fixes it"}
+NAMED = {"{stem}Tests.cs": "an example value of tdd.testPatterns, for the person who fixes it",
+         "specops new": "the command that froze the TDD rules, for the person who fixes them"}
 DELETE = ("rm <file>", "*** Delete File: <file>", "rm -r bin")
+GIT_WRITE = ("git status", "git diff", "git show HEAD:<file> > <file>")
+MOVE = ("cp -r <path> /tmp/",)
 INTERACTIVE = ("bash -c '…'", "python3 script.py", "psql -c '…'")
 
 
@@ -84,8 +90,14 @@ REASONS: dict[str, Reason] = {
     "git clean": Reason("git clean -fdx", ("rm -r bin",)),
     "forced checkout": Reason("git checkout -f main"),
     "discarding everything": Reason("git restore .", ("git show HEAD:<file> > <file>",)),
+    "git writing .git": Reason("git stash", GIT_WRITE),
+    "git writing .git from a subfolder": Reason("git -C src commit -am wip", GIT_WRITE),
     "force push": Reason("git push --force origin feat-x"),
+    "push": Reason("git push origin feat-x"),
     "remote branch delete": Reason("git push origin --delete feat-x"),
+    "a move out of the repository": Reason("mv src /tmp/", MOVE),
+    "a move to a computed folder": Reason('mv src "$DEST"', MOVE),
+    "a move of computed paths": Reason("git ls-files | xargs -I{} mv {} /tmp/", MOVE),
     "disk overwrite": Reason("dd if=/dev/zero of=/dev/sda"),
     "disk format": Reason("mkfs.ext4 /dev/sdb1"),
     "database drop": Reason("dotnet ef database drop --force",

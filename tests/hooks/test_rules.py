@@ -168,26 +168,12 @@ BENIGN = {
     "searching for SQL": 'grep -rn "DROP TABLE" src/',
     "searching for SQL with a client's name": 'grep -rn "DROP TABLE" psql',
     "node print": "node -e \"console.log('rm -rf /')\"",
-    "a commit message": 'git commit -m "Drop table support; never git push --force"',
+    "a commit message searched": 'git log --grep "Drop table support; never git push --force"',
     "a comment": "ls # rm -rf /",
     "sh -c that only prints": 'sh -c "echo git push --force"',
-    "push a branch": "git push origin feat-x",
-    "push -u": "git push -u origin feat-x",
-    "push HEAD to a ref": "git push origin HEAD:refs/heads/feat-x",
-    "push --follow-tags": "git push --follow-tags origin feat-x",
-    "reset --soft": "git reset --soft HEAD~1",
-    "unstage one file": "git reset HEAD src/Orders/OrderService.cs",
-    "plain reset": "git reset",
     "clean -n": "git clean -n",
     "clean -ndx": "git clean -ndx",
     "clean ignored files only": "git clean -fdX",
-    "new branch": "git checkout -b feat-x",
-    "switch branch": "git checkout feat-x",
-    "checkout one file": "git checkout -- src/Orders/OrderService.cs",
-    "restore one file": "git restore src/Orders/OrderService.cs",
-    "unstage everything": "git restore --staged .",
-    "untrack everything": "git rm --cached -r .",
-    "stash": "git stash",
     "status and diff": "git status && git diff --stat",
     "log piped": "git log --oneline -5 | cat",
     "dotnet test": "dotnet test",
@@ -353,8 +339,6 @@ BULK_ALLOWED = {
     "xargs rm of a known file": "echo src/Orders/OrderService.cs | xargs rm",
     "a mktemp folder": 'd=$(mktemp -d); rm -r "$d"',
     "a loop over build folders": 'for d in src/Orders/bin src/Orders/obj; do rm -r "$d"; done',
-    "untracking a folder": "git rm -r --cached src",
-    "git rm of one file": "git rm src/Orders/OrderService.cs",
     "a folder outside the repository": "rm -r /tmp/specops-scratch",
 }
 
@@ -387,3 +371,79 @@ def test_a_worktrees_git_file_is_git_metadata_not_a_single_file(repo: Path) -> N
     assert check(repo, "rm -r .git") == (
         f"`rm -r .git` deletes the git metadata (.git); {INSTEAD}")
     assert check(repo, "rm -r src/Orders/OrderService.cs") is None
+
+
+MOVE_INSTEAD = ("copy it out instead (`cp -r <path> /tmp/`), and move files only within the "
+                "repository")
+MOVED_OUT = {
+    "the source folder to /tmp": ("mv src /tmp/", "moves `src` out of the repository, which "
+                                                  "deletes it there"),
+    "one tracked file": ("mv src/Orders/OrderService.cs /tmp/OrderService.cs",
+                         "moves `src/Orders/OrderService.cs` out of the repository, which "
+                         "deletes it there"),
+    "by -t": ("mv -t /tmp src tests", "moves `src` out of the repository, which deletes it there"),
+    "by --target-directory=": ("mv --target-directory=/tmp -- tests",
+                               "moves `tests` out of the repository, which deletes it there"),
+    "to the parent folder": ("mv -v src ..", "moves `src` out of the repository, which deletes it "
+                                             "there"),
+    "the whole repository": ("mv . /tmp/backup", "moves `.` out of the repository, which deletes "
+                                                 "it there"),
+    "files by wildcard": ("mv src/Orders/*.cs /tmp/", "moves `src/Orders/*.cs` out of the "
+                                                      "repository, which deletes it there"),
+    "in a loop": ('for f in src tests; do mv "$f" /tmp/; done',
+                  "moves `src` out of the repository, which deletes it there"),
+    "to a computed folder": ('mv src "$DEST"', "moves `src` of the repository to a path computed "
+                                               "at run time, which the hook cannot check"),
+    "computed files out": ("git ls-files | xargs -I{} mv {} /tmp/", "moves a path computed at run "
+                                                                    "time, which the hook cannot "
+                                                                    "check"),
+}
+
+
+@pytest.mark.parametrize(("command", "harm"), MOVED_OUT.values(), ids=MOVED_OUT.keys())
+def test_moving_tracked_work_out_of_the_repository_is_denied_like_the_delete_it_is(
+        repo: Path, command: str, harm: str) -> None:
+    reason = check(repo, command)
+    assert reason is not None and reason.endswith(f" {harm}; {MOVE_INSTEAD}"), reason
+
+
+def test_the_move_reason_names_the_command_and_the_folder_tree_it_leaves(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert check(repo, "mv src /tmp/") == (
+        f"`mv src /tmp/` moves `src` out of the repository, which deletes it there; {MOVE_INSTEAD}")
+    harness = tmp_path / "harness"
+    monkeypatch.setenv("SPECOPS_ROOT", str(harness))
+    assert check(repo, f"mv {harness}/phases/d1/spec /tmp/") == (
+        f"`mv {harness}/phases/d1/spec /tmp/` moves `phases/d1/spec` out of the harness root, "
+        "which deletes it there; copy it out instead (`cp -r <path> /tmp/`), and move files only "
+        "within the harness root")
+
+
+MOVES_ALLOWED = {
+    "a rename": "mv docs/notes.md docs/design.md",
+    "a folder renamed": "mv src source",
+    "into a folder of the repository": "mv -v src/Orders/OrderService.cs src/Legacy/",
+    "with -t inside": "mv -t tests src/Orders",
+    "build output out": "mv src/Orders/bin /tmp/bin-old",
+    "into the repository": "mv /tmp/notes.md docs/",
+    "outside the repository": "mv /tmp/a /tmp/b",
+    "a computed file within": 'mv "$(ls docs/*.md | head -1)" docs/old.md',
+}
+
+
+@pytest.mark.parametrize("command", MOVES_ALLOWED.values(), ids=MOVES_ALLOWED.keys())
+def test_moves_within_the_repository_and_of_build_output_stay_allowed(repo: Path,
+                                                                       command: str) -> None:
+    assert check(repo, command) is None
+
+
+def test_what_the_node_folder_holds_may_move_anywhere_but_not_the_folder_itself(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    node = tmp_path / "harness/phases/d1/develop"
+    monkeypatch.setenv("SPECOPS_ROOT", str(tmp_path / "harness"))
+    monkeypatch.setenv("SPECOPS_NODE_DIR", str(node))
+    assert check(repo, f"mv {node}/scratch/report.txt /tmp/") is None
+    assert check(repo, f"mv {node} /tmp/") == (
+        f"`mv {node} /tmp/` moves `phases/d1/develop` out of the harness root, which deletes it "
+        "there; copy it out instead (`cp -r <path> /tmp/`), and move files only within the "
+        "harness root")

@@ -120,7 +120,7 @@ def test_a_delivery_is_launched_and_inspected_from_the_dagster_ui(ui) -> None:
                   wait_until="domcontentloaded")
         expect(page.get_by_text("handoffs", exact=True)).to_be_visible(timeout=60_000)
         for text in ("tokens_node", "codex_thread_id", "commit/metadata",
-                     f"phases/{delivery}/develop/develop/changes.md", "quick-delivery / verify"):
+                     f"phases/{delivery}/develop/changes.md", "quick-delivery / verify"):
             # the lineage panel renders after the metadata: wait for each, do not read once
             expect(page.locator("body")).to_contain_text(text, timeout=30_000)
         page.screenshot(path=str(ARTIFACTS / "ui-develop-metadata.png"), full_page=True)

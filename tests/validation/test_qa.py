@@ -714,10 +714,11 @@ def test_a_background_child_and_a_grandchild_in_its_own_session_die_at_its_deadl
 
 
 @pytest.mark.e2e
-def test_plan_build_review_with_the_built_in_pbr_qa_phase_passes_on_the_minimal_api_fixture(
+def test_plan_build_review_on_a_web_fixture_is_reviewed_by_the_built_in_pbr_qa_phase(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
     """As a user runs it: `specops new` / `approve` / `run` through Dagster, every node a real
-    `codex exec` against the literal agent, the build reviewed by the built-in `pbr-qa`."""
+    `codex exec` against the literal agent; the fixture's Web SDK project makes the built-in
+    plan-build-review review the build with `pbr-qa` (after its sprint contract)."""
     from specops_dag.delivery.store import Store
 
     from ..support.agents import replay
@@ -725,15 +726,14 @@ def test_plan_build_review_with_the_built_in_pbr_qa_phase_passes_on_the_minimal_
 
     root = tmp_path / "harness"
     shutil.copytree(FIXTURE, root)
-    workflow = (REPO / "workflow_defs/workflows/plan-build-review.yaml").read_text()
-    write_tree(root, {"AGENTS.md": AGENTS.replace("calculator", "todo API"),
-                      "workflow_defs/workflows/plan-build-qa.yaml": workflow.replace(
-                          "id: plan-build-review", "id: plan-build-qa").replace(
-                          "{phase: pbr-evaluate, max_rounds: 3}", "{phase: pbr-qa, max_rounds: 3}")})
+    write_tree(root, {"AGENTS.md": AGENTS.replace("calculator", "todo API")})
     handle = git.Repo.init(root, initial_branch="main")
     handle.git.add(A=True)
     handle.index.commit("fixture", author=WHO, committer=WHO)
-    nodes = {"build": [{"literal": {"before": [{"shell": "printf '# QA notes\\n' > docs/qa.md"}]}}],
+    deal = ("## Build\n\nQA notes in docs/qa.md.\n\n## Tests\n\n"
+            "- TodoApi.Tests.TodoApiTests.Health_AnswersOk\n")
+    nodes = {"build.contract": [{"literal": {"files": {"contract.md": deal}}}],
+             "build": [{"literal": {"before": [{"shell": "printf '# QA notes\\n' > docs/qa.md"}]}}],
              "*": [{"literal": {}}]}
     with replay(tmp_path, nodes) as server:
         h = Harness(root, {**clean_env, "SPECOPS_REPLAY_URL": server.url,
@@ -741,10 +741,14 @@ def test_plan_build_review_with_the_built_in_pbr_qa_phase_passes_on_the_minimal_
                            "PATH": f"{STANDIN}:{clean_env['PATH']}",
                            "DOTNET_STANDIN_ANSWERS": str(STANDIN / "answers/minimal-api.yaml")},
                     tmp_path / "requests.jsonl")
-        h.ok("new", "plan-build-qa", "p1", "--request", "Add a health endpoint.")
+        h.ok("new", "plan-build-review", "p1", "--request", "Add a health endpoint.")
         h.ok("approve", "p1", "target-write", "--note", "go")
         h.run("p1", 0)
-    build = Store(root).read("p1").get_step("build")
+    state = Store(root).read("p1")
+    assert (state.platforms, state.snapshot.reviews) == (["aspnetcore"], {"build": "pbr-qa"})
+    build = state.get_step("build")
+    assert (build.contract.agreed, build.contract.tests) == (
+        True, ["TodoApi.Tests.TodoApiTests.Health_AnswersOk"])
     [review] = build.reviews
     assert review.verdict == "PASS"
     assert review.scores == {c: 10 for c in ("acceptance-criteria-covered",
@@ -762,6 +766,69 @@ def test_plan_build_review_with_the_built_in_pbr_qa_phase_passes_on_the_minimal_
             ).read_text().endswith("\n\nok")
     assert git.Repo(root).git.worktree("list").count("\n") == 1  # main + p1; QA's is gone
     assert_clean_git(h, "p1")
+
+
+WEB_TASKS = """kind: task-list
+tasks:
+  - id: health-notes
+    title: Document the health endpoint
+    paths: [docs/health.md]
+    tests: [TodoApi.Tests.TodoApiTests.Health_AnswersOk]
+"""
+
+
+@pytest.mark.e2e
+def test_full_delivery_on_a_web_fixture_reviews_integrate_with_the_built_in_full_qa_phase(
+        tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """As a user runs it, each gate approved as it is reached: the fixture's Web SDK project makes the
+    built-in full-delivery review its integrate node with `full-qa`, which starts the
+    application and opens its home page; develop's one task agrees its contract first."""
+    from specops_dag.delivery.store import Store
+
+    from ..support.agents import replay
+    from ..support.dotnet import AGENTS, Harness
+
+    root = tmp_path / "harness"
+    shutil.copytree(FIXTURE, root)
+    write_tree(root, {"AGENTS.md": AGENTS.replace("calculator", "todo API")})
+    handle = git.Repo.init(root, initial_branch="main")
+    handle.git.add(A=True)
+    handle.index.commit("fixture", author=WHO, committer=WHO)
+    deal = ("## Build\n\nNotes on the health endpoint in docs/health.md.\n\n## Tests\n\n"
+            "- TodoApi.Tests.TodoApiTests.Health_AnswersOk\n")
+    nodes = {"design": [{"literal": {"files": {"design/tasks.yaml": WEB_TASKS}}}],
+             "develop.health-notes.contract": [{"literal": {"files": {"contract.md": deal}}}],
+             "develop.health-notes": [{"literal": {"before": [
+                 {"shell": "mkdir -p docs && printf '# Health\\n' > docs/health.md"}]}}],
+             "*": [{"literal": {}}]}
+    with replay(tmp_path, nodes) as server:
+        h = Harness(root, {**clean_env, "SPECOPS_REPLAY_URL": server.url,
+                           "SPECOPS_CODEX_HOME": str(tmp_path / "codex-home"),
+                           "PATH": f"{STANDIN}:{clean_env['PATH']}",
+                           "DOTNET_STANDIN_ANSWERS": str(STANDIN / "answers/minimal-api.yaml")},
+                    tmp_path / "requests.jsonl")
+        h.ok("new", "full-delivery", "f1", "--request", "Document the health endpoint.")
+        for gates in (["scope"], ["requirements"], ["target-write", "design"]):
+            h.run("f1", 3)  # up to the next gate
+            for gate in gates:
+                h.ok("approve", "f1", gate, "--note", "go")
+        h.run("f1", 0)
+    state = Store(root).read("f1")
+    assert (state.status, state.snapshot.reviews) == ("completed", {"integrate": "full-qa"})
+    [task] = state.get_step("develop").tasks
+    assert (task.status, task.contract.agreed, task.contract.tests) == (
+        "merged", True, ["TodoApi.Tests.TodoApiTests.Health_AnswersOk"])
+    [review] = state.get_step("integrate").reviews
+    assert (review.verdict, list(review.scores)) == ("PASS", [
+        "acceptance-criteria-covered", "runs-as-specified", "tests-prove-behaviour",
+        "no-scope-creep"])
+    checks = [(c.id, c.kind, c.status) for c in review.qa.checks]
+    if HAS_BROWSER:
+        assert (review.qa_status, checks) == ("passed", [("home", "page", "passed")])
+        assert (root / "phases/f1/integrate/reviews/integrate-r1-qa/page-home.png").is_file()
+    else:  # the application started, but nothing QA checks was shown to work
+        assert (review.qa_status, checks) == ("skipped", [("home", "page", "skipped")])
+    assert git.Repo(root).git.worktree("list").count("\n") == 1  # main + f1; QA's is gone
 
 
 @pytest.mark.e2e

@@ -63,6 +63,13 @@ def harness(tmp_path: Path, clean_env: dict[str, str], nodes: dict) -> Iterator[
         yield Harness(root, env, tmp_path / "requests.jsonl")
 
 
+def contract(test: str) -> list[dict]:
+    """A sprint contract session of the literal agent: its contract.md names `test`, which the
+    stand-in's TRX of the fixture shows passed (the evaluator's literal review agrees)."""
+    return [{"literal": {"files": {"contract.md": "## Build\n\nA doc comment in "
+                                   f"src/Calc/Calculator.cs.\n\n## Tests\n\n- {test}\n"}}}]
+
+
 def literal(before: dict | None = None) -> list[dict]:
     """One attempt of the literal agent; `before`: the product change it makes first."""
     return [{"literal": {"before": [before]} if before else {}}]
@@ -89,15 +96,15 @@ def assert_steps_completed(h: Harness, delivery: str, validation: dict[str, str]
 
 
 def assert_handoffs(h: Harness, delivery: str, artifacts: dict[str, dict[str, str]]) -> None:
-    """Every artifact registered at phases/<d>/<node>/<artifact path> with the sha256 of the
-    file there, and committed as such on feat-<d>."""
+    """Every artifact registered at phases/<d>/<node>/<file> (given as `<node>/<file>`) with the
+    sha256 of the file there, and committed as such on feat-<d>."""
     state = Store(h.root).read(delivery)
     repo = git.Repo(h.root)
     assert {s.name: sorted(s.handoff) for s in state.steps} == {
         n: sorted(a) for n, a in artifacts.items()}
     for step in state.steps:
         for art, ref in step.handoff.items():
-            assert ref.path == f"phases/{delivery}/{step.name}/{artifacts[step.name][art]}"
+            assert ref.path == f"phases/{delivery}/{artifacts[step.name][art]}"
             body = (h.root / ref.path).read_bytes()
             assert ref.sha256 == hashlib.sha256(body).hexdigest()
             blob = repo.commit(f"feat-{delivery}").tree / ref.path
@@ -181,10 +188,13 @@ def test_quick_delivery_completes_end_to_end_with_the_literal_agent_on_a_git_fix
 
 def test_full_delivery_completes_end_to_end_with_the_literal_agent_and_its_four_gates(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
-    # design's task graph has one task; develop runs one session for it (`develop.<task>`)
+    # design's task graph has one task; develop runs one session for it (`develop.<task>`),
+    # after its sprint contract; integrate (no change of its own) is reviewed by full-evaluate
     nodes = {"design": [{"literal": {"files": {"design/tasks.yaml": TASK_GRAPH}}}],
+             "develop.document-multiply.contract": contract(
+                 "Calc.Tests.CalculatorTests.Multiply_ReturnsProduct"),
              "develop.document-multiply": literal({"shell": SED}), "*": literal()}
-    order = ["requirements", "design", "develop", "verify", "delivery"]
+    order = ["requirements", "design", "develop", "integrate", "verify", "delivery"]
     with harness(tmp_path, clean_env, nodes) as h:
         h.ok("new", "full-delivery", "f1", "--request", "Document Calculator.Multiply.")
         h.run("f1", 3)
@@ -202,17 +212,21 @@ def test_full_delivery_completes_end_to_end_with_the_literal_agent_and_its_four_
         assert blocked_at(h, "f1") == {}
         h.run("f1", 0)
     assert_steps_completed(h, "f1", {"requirements": "docs-only", "design": "docs-only",
-                                     "develop": "test", "verify": "test", "delivery": "test"})
+                                     "develop": "test", "integrate": "test", "verify": "test",
+                                     "delivery": "test"})
     assert_handoffs(h, "f1", {
         "requirements": {"spec": "requirements/spec.md",
                          "open-questions": "requirements/open-questions.md"},
         "design": {"plan": "design/plan.md", "task-graph": "design/tasks.yaml"},
         "develop": {"changes": "develop/changes.md", "red-green": "develop/red-green.md"},
+        "integrate": {"changes": "integrate/changes.md", "red-green": "integrate/red-green.md"},
         "verify": {"report": "verify/report.md",
                    "acceptance-matrix": "verify/acceptance-matrix.md"},
         "delivery": {"summary": "delivery/summary.md",
                      "pull-request": "delivery/pull-request.md"}})
-    assert_no_literal_block(h, ["requirements", "design", "develop.document-multiply",
+    assert_no_literal_block(h, ["requirements", "design", "develop.document-multiply.contract",
+                                "develop.document-multiply.contract-review",
+                                "develop.document-multiply", "integrate", "integrate.review",
                                 "verify", "delivery"])
     task = "[f1] develop.document-multiply attempt 1: product changes"
     merge = "[f1] develop: merge task document-multiply (feat-f1+develop+document-multiply)"
@@ -224,15 +238,26 @@ def test_full_delivery_completes_end_to_end_with_the_literal_agent_and_its_four_
     assert first_parent.splitlines() == [
         merge if s == "[f1] develop attempt 1: product changes" else s for s in subjects]
     assert_product_commit(h, "f1", "develop", SEDDED)  # the merge of its one task
-    develop = Store(h.root).read("f1").get_step("develop")
+    state = Store(h.root).read("f1")
+    develop = state.get_step("develop")
     assert [(t.id, t.status, t.attempts) for t in develop.tasks] == [
         ("document-multiply", "merged", 1)]
+    [task] = develop.tasks
+    assert (task.contract.agreed, task.contract.rounds, task.contract.tests) == (
+        True, 1, ["Calc.Tests.CalculatorTests.Multiply_ReturnsProduct"])
+    assert state.snapshot.reviews == {"integrate": "full-evaluate"}  # no web project
+    [review] = state.get_step("integrate").reviews
+    assert (review.round, review.verdict, review.qa) == (1, "PASS", None)
+    assert list(review.scores) == ["acceptance-criteria-covered", "follows-the-design",
+                                   "tests-prove-behaviour", "validation-evidence",
+                                   "no-scope-creep"]
     assert [(worktree / rel).read_bytes() for rel in BUILD_OUTPUT] == [b"build output\n"] * 3
 
 
 def test_plan_build_review_completes_end_to_end_with_the_literal_agent_and_a_passing_review(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
-    nodes = {"build": literal({"apply_patch": PATCH}), "*": literal()}
+    nodes = {"build.contract": contract("Calc.Tests.CalculatorTests.Add_ReturnsSum"),
+             "build": literal({"apply_patch": PATCH}), "*": literal()}
     with harness(tmp_path, clean_env, nodes) as h:
         h.ok("new", "plan-build-review", "p1", "--request", "Document Calculator.Add.")
         h.ok("approve", "p1", "target-write", "--note", "go")
@@ -240,11 +265,17 @@ def test_plan_build_review_completes_end_to_end_with_the_literal_agent_and_a_pas
     assert_steps_completed(h, "p1", {"plan": "docs-only", "build": "test"})
     assert_handoffs(h, "p1", {"plan": {"spec": "plan/spec.md"},
                               "build": {"changes": "build/changes.md"}})
-    assert_no_literal_block(h, ["plan", "build", "build.review"])
+    assert_no_literal_block(h, ["plan", "build.contract", "build.contract-review", "build",
+                                "build.review"])
     assert assert_clean_git(h, "p1") == metadata_subjects("p1", ["plan", "build"],
                                                           product="build")
     assert_product_commit(h, "p1", "build", PATCHED)
-    build = Store(h.root).read("p1").get_step("build")
+    state = Store(h.root).read("p1")
+    assert state.snapshot.reviews == {"build": "pbr-evaluate"}  # no web project: no QA
+    build = state.get_step("build")
+    assert (build.contract.agreed, build.contract.rounds, build.contract.tests,
+            build.contract.path) == (True, 1, ["Calc.Tests.CalculatorTests.Add_ReturnsSum"],
+                                     "phases/p1/build/contract.md")
     criteria = ["acceptance-criteria-covered", "tests-prove-behaviour", "validation-evidence",
                 "no-scope-creep"]
     [review] = build.reviews

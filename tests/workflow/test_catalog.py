@@ -54,7 +54,7 @@ def test_the_built_in_definitions_load_with_both_delivery_workflows() -> None:
     assert {"full-delivery", "quick-delivery"} <= set(catalog.workflows)
     full = [n.id for n in catalog.workflows["full-delivery"].nodes]
     quick = [n.id for n in catalog.workflows["quick-delivery"].nodes]
-    assert full == ["requirements", "design", "develop", "verify", "delivery"]
+    assert full == ["requirements", "design", "develop", "integrate", "verify", "delivery"]
     assert quick == ["develop", "verify", "delivery"]
     for phase in catalog.phases.values():
         entry = [s for s in phase.execution.skills if s.load == "entry"]

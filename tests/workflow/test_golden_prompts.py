@@ -1,0 +1,184 @@
+"""Prompt hygiene on the golden prompts of every built-in node (issue 43): the prompt a capable
+model gets, its entry skill and the context the state hook adds, as `specops new` creates them on
+the all-pass fixture. One instruction order; each constraint stated once; the branch and the
+base commit named; every delivery file the texts mention is one the prompt defines; every WRITE
+target is one the session can write."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+import git
+import pytest
+
+from specops_dag.agent.prompt import preview
+from specops_dag.delivery.lifecycle import snapshot_catalog
+from specops_dag.delivery.model import Delivery, Step
+from specops_dag.delivery.store import Store
+from specops_dag.execution.attempt import step_env
+from specops_dag.hooks.context import state_context
+from specops_dag.workflow.catalog import Catalog
+
+from ..support.cli import specops_at
+from ..support.dotnet import copy_fixture
+from ..support.git import commit_all
+
+WORKFLOWS = ("full-delivery", "quick-delivery", "plan-build-review")
+
+
+class Golden(NamedTuple):
+    workflow: str
+    state: Delivery
+    step: Step
+    catalog: Catalog
+    prompt: str  # what codex receives
+    current: str  # its last part, the current step
+    skill: str  # the entry skill's text
+    hook: str  # what the state hook adds on the session's first prompt
+    state_root: Path
+
+    @property
+    def text(self) -> str:
+        """Everything the session is told for this node."""
+        return "\n".join((self.prompt, self.skill, self.hook))
+
+
+@pytest.fixture(scope="module")
+def goldens(tmp_path_factory: pytest.TempPathFactory) -> list[Golden]:
+    root = copy_fixture(tmp_path_factory.mktemp("golden"), "all-pass-net10")
+    commit_all(root)
+    store = Store(root)
+    out = []
+    for i, workflow in enumerate(WORKFLOWS):
+        result = specops_at(root, "new", workflow, f"d{i}", "--request", "Document Add.")
+        assert result.returncode == 0, result.stderr
+        state = store.read(f"d{i}")
+        catalog = snapshot_catalog(store, state)
+        for step in state.steps:
+            prompt = preview(root, state, step, catalog)
+            assert prompt is not None
+            entry = [s for s in state.snapshot.skills.get(step.phase, []) if s.load == "entry"]
+            skill = "".join((store.delivery_dir(state.phase) / s.path).read_text()
+                            for s in entry)
+            hook = state_context("user-prompt-submit", step_env(store, state, step)) or ""
+            out.append(Golden(workflow, state, step, catalog, prompt.text,
+                              prompt.parts[-1].text, skill, hook, root))
+    return out
+
+
+def node_ids(goldens: list[Golden]) -> list[str]:
+    return [f"{g.workflow}/{g.step.name}" for g in goldens]
+
+
+ORDER = ("READ (in order):", "SKILLS (from the delivery snapshot):", "TASK:", "TARGET:",
+         "CHANGES:", "WRITE:", "Node folder:", "RISK:", "REPORT:")
+
+
+def test_every_built_in_node_prompt_gives_its_sections_in_one_order(
+        goldens: list[Golden]) -> None:
+    for g in goldens:
+        heads = [line.split(" ")[0] for line in g.current.splitlines()
+                 if line.startswith(tuple(h.split(" ")[0] for h in ORDER))]
+        assert heads == [h.split(" ")[0] for h in ORDER], (g.workflow, g.step.name)
+
+
+# Each constraint, in any wording the built-in texts use for it: stated at most once.
+CONSTRAINTS = {
+    "global.json is not edited": r"(?i)\b(?:never|not|no)\b[^.\n]{0,40}global\.json"
+                                 r"|global\.json`? (?:untouched|unchanged)",
+    "the target framework is kept": r"TargetFramework`? (?:exactly|stays|on the)",
+    "the agent does not commit": r"(?i)\b(?:do not|never|don't) commit",
+    "no rm -rf": r"rm -rf",
+    "the sandbox has no network": r"(?i)(?:sandbox|session) has no network|no network here",
+    "the final message is short": r"1,000 characters",
+    "the test comes first": r"(?i)\btest first",
+    "file bodies are not pasted": r"(?i)never paste",
+    "nullable warnings are fixed": r"(?i)nullable warnings",
+    "tests are not skipped or weakened": r"(?i)\bno\b[^.\n]{0,10}tests?\b[^.\n]{0,10}skipped",
+    "packages were restored": r"(?i)restored (?:the packages|before your first)",
+    "the READ files are not changed": r"(?i)(?:change|modify) none of the files you read"
+                                      r"|do not modify the files you read",
+    "the risk file stops the session": r"(?i)never accept (?:a|one) (?:risk )?silently",
+}
+
+
+RUBRIC = re.compile(r"^- `[\w-]+` \(threshold \d+/10\): .*$", re.M)
+
+
+def test_every_constraint_is_stated_at_most_once_per_built_in_node(
+        goldens: list[Golden]) -> None:
+    # (a REVIEW block quotes the evaluator's criteria: what it checks, not a rule of the session)
+    repeated = {f"{g.workflow}/{g.step.name}: {name}": len(re.findall(rx, RUBRIC.sub("", g.text)))
+                for g in goldens for name, rx in CONSTRAINTS.items()}
+    assert {k: n for k, n in repeated.items() if n > 1} == {}
+
+
+def test_every_git_delivery_prompt_names_its_branch_and_base_commit(
+        goldens: list[Golden]) -> None:
+    base = git.Repo(goldens[0].state_root).head.commit.hexsha  # what main was at `specops new`
+    for g in goldens:
+        line = next(x for x in g.current.splitlines() if x.startswith("CHANGES:"))
+        assert line.startswith(f"CHANGES: feat-{g.state.phase}, this delivery's branch, began at "
+                               f"{base};"), (g.workflow, g.step.name)
+
+
+# A delivery file written short: `<node>/<file>` of a built-in node, or a file name of its own.
+SHORT = re.compile(r"(?<![\w/<>.-])(requirements|design|develop|verify|delivery|plan|build)"
+                   r"/([\w.-]+\.\w+|[\w-]+/)")
+NAMED = re.compile(r"(?<![\w/.-])([\w-]+\.(?:md|json|yaml))\b")
+# Files of the product repository a text may name (it does not define them; the repo has them
+# or the agent creates them as product or test files).
+PRODUCT_FILES = {"global.json", "tasks.yaml", "SKILL.md"}
+
+
+def artifacts(g: Golden, workflows: dict[str, dict[str, list[str]]]) -> dict[str, list[str]]:
+    """node -> its artifact paths, over every built-in workflow (skills serve several)."""
+    merged: dict[str, list[str]] = {}
+    for nodes in workflows.values():
+        for node, paths in nodes.items():
+            merged.setdefault(node, []).extend(paths)
+    return merged
+
+
+def test_every_delivery_file_a_built_in_node_is_told_about_is_one_its_prompt_defines(
+        goldens: list[Golden]) -> None:
+    workflows: dict[str, dict[str, list[str]]] = {}
+    for g in goldens:
+        nodes = workflows.setdefault(g.workflow, {})
+        nodes[g.step.name] = [a.path for a in g.catalog.phases[g.step.phase].output.artifacts]
+    undefined = []
+    for g in goldens:
+        own = workflows[g.workflow]
+        every = artifacts(g, workflows)
+        for where, text, nodes in (("prompt", g.prompt, own), ("skill", g.skill, every),
+                                   ("hook", g.hook, own)):
+            for node, rest in SHORT.findall(text):
+                if not any(p == rest or p.startswith(rest) or rest.endswith("/")
+                           for p in nodes.get(node, [])):
+                    undefined.append(f"{g.workflow}/{g.step.name} {where}: {node}/{rest}")
+            defined = {Path(p).name for p in re.findall(r"[\w./-]+\.(?:md|json|yaml)", g.current)}
+            defined |= {Path(p).name for paths in nodes.values() for p in paths}
+            for name in NAMED.findall(text):
+                if name not in defined | PRODUCT_FILES:
+                    undefined.append(f"{g.workflow}/{g.step.name} {where}: {name}")
+    assert sorted(set(undefined)) == []
+
+
+def test_every_write_target_of_a_built_in_node_is_in_its_node_folder_or_its_worktree(
+        goldens: list[Golden]) -> None:
+    for g in goldens:
+        lines = g.current.splitlines()
+        writes = lines[lines.index("WRITE:") + 1:lines.index("", lines.index("WRITE:"))]
+        tree = Path(next(x for x in lines if x.startswith("Working directory: "))
+                    .removeprefix("Working directory: ").split(". Every path")[0])
+        node = Path(next(x for x in lines if x.startswith("Node folder: "))
+                    .removeprefix("Node folder: ").split("/ — ")[0])
+        for line in writes:
+            path = Path(line.removeprefix("- ").split(" (")[0])
+            path = path if path.is_absolute() else tree / path
+            assert path.is_relative_to(node) or (
+                path.is_relative_to(tree) and not path.is_relative_to(tree / ".git")
+                and not path.is_relative_to(tree / "phases")), (g.workflow, g.step.name, line)
+
