@@ -328,13 +328,14 @@ def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
     if contract is not None:
         return "\n".join(out + shown_target
                          + contract_lines(contract, cwd, "task" if task else "step"))
+    out += shown_target
     agreed = task.record.contract if task is not None else step.contract
     if agreed is not None and agreed.agreed:
         shown = agent_path(root / agreed.path, cwd)
-        out.append(f"CONTRACT: build what the agreed contract {shown} "
-                   f"(sha256 {agreed.sha256}) says; every test it names must exist, run and pass "
-                   "in this attempt's validation, and the work is judged against it.")
-    out += shown_target + review_lines(state, step, catalog, attempt)
+        out += ["", f"CONTRACT: build what the agreed contract {shown} "
+                f"(sha256 {agreed.sha256}) says; every test it names must exist, run and pass "
+                "in this attempt's validation, and the work is judged against it."]
+    out += review_lines(state, step, catalog, attempt)
     out += ["", "WRITE:"]
     out += [f"- {agent_path(node_dir / a.path, cwd)}"
             + (" (required)" if a.required else " (optional)") for a in phase.output.artifacts]

@@ -65,15 +65,14 @@ def evaluator_prompt_section(criteria: Iterable[CriterionLike], generator_node: 
                              skill_lines: Sequence[str] = (), where: str = "",
                              goal: str = "", qa: str = "", target: str | None = None,
                              changes: str | None = None) -> str:
-    """The evaluator's current step: READ (paths + sha256 as given), CHANGES, TASK, TARGET,
-    REPORT block format. Paths only, never file bodies (seed 000)."""
+    """The evaluator's current step, in the generator's order: READ (paths + sha256 as given),
+    SKILLS, TASK, TARGET, CHANGES, the criteria, REPORT block format. Paths only, never file
+    bodies (seed 000)."""
     criteria = list(criteria)
     out = [f"# Current step: review of `{generator_node}` (review round {round_no} of "
            f"{max_rounds}; evaluator, read-only)", "", *([where, ""] if where else []),
            "READ (in order):"]
     out += [f"{i}. {line}" for i, line in enumerate(read_lines, 1)] or ["(nothing to read)"]
-    if changes:
-        out += ["", changes]
     if skill_lines:
         out += ["", "SKILLS (from the delivery snapshot):", *(f"- {s}" for s in skill_lines)]
     out += ["", "TASK:", *([goal.strip()] if goal.strip() else []),
@@ -91,6 +90,8 @@ def evaluator_prompt_section(criteria: Iterable[CriterionLike], generator_node: 
                    "current state of the code afresh, not its description of the fixes.")
     if target:
         out += ["", target]
+    if changes:
+        out += ["", changes]
     out += ["", "Criteria (a criterion passes at or above its threshold):"]
     out += [f"- `{c.id}` (threshold {c.threshold}/10): {c.description.strip()}" for c in criteria]
     if not criteria:
@@ -108,18 +109,24 @@ def evaluator_prompt_section(criteria: Iterable[CriterionLike], generator_node: 
 
 
 def contract_prompt_section(generator: str, read_lines: list[str], round_no: int,
-                            max_rounds: int, where: str = "", goal: str = "") -> str:
+                            max_rounds: int, where: str = "", goal: str = "",
+                            review: str = "") -> str:
     """The evaluator's step when it reviews a sprint contract (the last READ line) before any
-    build: agree (PASS) or say what to change (BLOCK); the verdict alone decides."""
+    build: agree (PASS) or say what to change (BLOCK); the verdict alone decides. `goal` is the
+    generator's TASK the contract is for, `review` the evaluator phase's own goal (what it
+    checks), else the general rule."""
     out = [f"# Current step: review of the contract of `{generator}` (contract round {round_no} "
            f"of {max_rounds}; evaluator, read-only)", "", *([where, ""] if where else []),
            "READ (in order):"]
     out += [f"{i}. {line}" for i, line in enumerate(read_lines, 1)]
-    out += ["", "TASK:", *([goal.strip()] if goal.strip() else []),
-            f"Nothing is built yet: review the CONTRACT `{generator}` proposes (the last READ "
-            "file). Agree (VERDICT: PASS) only if its `## Build` is concrete and within the task "
-            "above and every test under `## Tests` is named fully (Namespace.Class.Method) and "
-            "would prove it; otherwise BLOCK and say under FINDINGS what to change.",
+    check = review.strip() or (
+        "Agree only if its `## Build` is concrete and within the work below and every test "
+        "under `## Tests` is named fully (Namespace.Class.Method) and would prove it.")
+    out += ["", "TASK:", f"Nothing is built yet: review the CONTRACT `{generator}` proposes (the "
+            "last READ file). " + check, "Agree with VERDICT: PASS; otherwise BLOCK and say "
+            "under FINDINGS what to change.",
+            *([f"The work the contract is for (`{generator}`'s TASK): {goal.strip()}"]
+              if goal.strip() else []),
             "Read-only: do not modify, create or delete any file; the caller saves your report.",
             "", "REPORT: your LAST message must contain exactly one block in this format; the "
             "verdict is read from the saved block, not from anything else you say.",

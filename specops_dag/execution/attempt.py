@@ -590,18 +590,19 @@ def judge_with_qa(record: ReviewRecord, qa: QaReport | None, root: Path, repo: P
 def review_changes(state: Delivery, step: Step, repo: Path, folder: Path) -> str | None:
     """The evaluator's CHANGES line on a git delivery: the generator's work is not committed yet
     when it is reviewed, so it is snapshotted into a commit no ref points at (the worktree, its
-    index and branch untouched) and the line names the command that diffs the step's base
-    against it, the delivery's own records left out."""
-    if not state.worktree or not step.base_commit:
+    index and branch untouched) and the line names the command that diffs where the delivery
+    began against it (the whole product change it judges: earlier nodes' too), the delivery's
+    own records left out."""
+    base = state.base_commit or step.base_commit
+    if not state.worktree or not base:
         return None
     with tempfile.TemporaryDirectory(prefix=".attempt-", dir=folder) as scratch:
         snap, _ = gitflow.snapshot_commit(repo, Path(scratch), f"specops review: the work of "
                                           f"{step.name} as reviewed")
-    base = step.base_commit
     return (f"CHANGES: `git diff --stat {base} {snap} -- . {METADATA_PATHS}` lists the product "
-            f"change under review: {base} is where `{step.name}` began, {snap} its work as you "
-            f"review it (not committed yet: a snapshot no branch points at); `git diff {base} "
-            f"{snap} -- <path>` shows one file.")
+            f"change under review: {base} is where this delivery's branch began, {snap} the "
+            f"work as you review it (`{step.name}`'s not committed yet: a snapshot no branch "
+            f"points at); `git diff {base} {snap} -- <path>` shows one file.")
 
 
 def qa_stage(store: Store, state: Delivery, step: Step, settings: AgentSettings, phase: Phase,

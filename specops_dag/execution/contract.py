@@ -115,7 +115,8 @@ def negotiate(store: Store, state: Delivery, step: Step, catalog: Catalog,
         if task is not None:
             goal += f"\nThe task: `{task.record.id}` — {task.record.title}."
         text = contract_prompt_section(label, lines, round_no, spec.max_rounds,
-                                       where=where_line(cwd), goal=goal)
+                                       where=where_line(cwd), goal=goal,
+                                       review=evaluator.execution.goal)
         agents = cwd / "AGENTS.md"
         text = (agents.read_text(encoding="utf-8") + "\n\n" if agents.is_file() else "") + text
         judged = codex_session(store, settings, evaluator, codex_bin, prompt=text, cwd=cwd,

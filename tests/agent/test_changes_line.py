@@ -79,7 +79,7 @@ def test_the_evaluators_changes_command_shows_the_generators_uncommitted_work(
     ran, output = changes_output(tmp_path, "write.review")
     base, snapshot = ran.split()[3:5]
     assert ran == f"git diff --stat {base} {snapshot} {EXCLUDE}"
-    assert base == step.base_commit
+    assert base == store.read("d1").base_commit  # where the delivery began
     assert snapshot != step.commits["product"]  # reviewed before the product commit was made
     listed = output.split("Output:\n", 1)[1]
     assert " src/feature.txt | 1 +" in listed, listed

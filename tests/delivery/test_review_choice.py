@@ -108,7 +108,7 @@ def test_dry_run_shows_the_recorded_evaluator_and_its_qa_to_the_generator(tmp_pa
     assert ("REVIEW: after the validation, an independent read-only evaluator (`pbr-qa`, round 1 "
             "of 3)") in prompt
     assert ("QA: before it scores, the executor starts your application with `dotnet run` and "
-            "checks it (GET /health → 200, page /); a failed QA blocks the round whatever the "
+            "checks it (page /); a failed QA blocks the round whatever the "
             "scores.") in prompt
     plan = render_dry_run(store.root, state, state.get_step("plan"), catalog, as_json=False)
     assert plan.splitlines()[-1].startswith("total prompt: ")

@@ -455,14 +455,15 @@ def test_a_bad_qa_block_is_a_load_error_that_names_the_fix(
     assert info.value.problems == problems
 
 
-def test_the_built_in_qa_phase_loads_and_declares_its_probes() -> None:
+def test_the_built_in_qa_phases_check_only_what_every_web_application_has() -> None:
     from specops_dag.builtin import BUILTIN_DEFS
 
-    phase = load_catalog([BUILTIN_DEFS]).phases["pbr-qa"]
-    assert phase.execution.executor.kind == "evaluator"
-    assert phase.execution.qa is not None and phase.execution.qa.project is None
-    assert [p.id for p in phase.execution.qa.probes] == ["health"]
-    assert [p.id for p in phase.execution.qa.browser] == ["home"]
+    for pid in ("pbr-qa", "full-qa"):
+        phase = load_catalog([BUILTIN_DEFS]).phases[pid]
+        assert phase.execution.executor.kind == "evaluator"
+        assert phase.execution.qa is not None and phase.execution.qa.project is None
+        assert [p.id for p in phase.execution.qa.probes] == []  # no /health a repo may lack
+        assert [(p.id, p.path) for p in phase.execution.qa.browser] == [("home", "/")]
 
 
 # -- a real .NET SDK (skipped when there is none) ------------------------------------------------
@@ -756,14 +757,10 @@ def test_plan_build_review_on_a_web_fixture_is_reviewed_by_the_built_in_pbr_qa_p
                                                 "no-scope-creep")}
     checks = [(c.id, c.status) for c in review.qa.checks]
     if HAS_BROWSER:
-        assert (review.qa_status, checks) == ("passed", [("health", "passed"),
-                                                            ("home", "passed")])
+        assert (review.qa_status, checks) == ("passed", [("home", "passed")])
         assert (root / "phases/p1/build/reviews/build-r1-qa/page-home.png").is_file()
-    else:
-        assert (review.qa_status, checks) == ("passed", [("health", "passed"),
-                                                            ("home", "skipped")])
-    assert (root / "phases/p1/build/reviews/build-r1-qa/probe-health.response.txt"
-            ).read_text().endswith("\n\nok")
+    else:  # nothing QA ran proves the application: the evaluator's report alone decides
+        assert (review.qa_status, checks) == ("skipped", [("home", "skipped")])
     assert git.Repo(root).git.worktree("list").count("\n") == 1  # main + p1; QA's is gone
     assert_clean_git(h, "p1")
 

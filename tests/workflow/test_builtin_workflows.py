@@ -18,6 +18,7 @@ from specops_dag.delivery.store import Store
 
 from ..support.agents import replay
 from ..support.dotnet import STANDIN, Harness, assert_clean_git, git_fixture
+from ..support.prompts import out_of_order, repeated_constraints, saved_prompts
 
 pytestmark = pytest.mark.e2e
 
@@ -124,6 +125,15 @@ def assert_no_literal_block(h: Harness, nodes: list[str]) -> None:
     assert sorted(done) == sorted(nodes)
 
 
+def assert_prompts_say_each_thing_once(h: Harness, delivery: str, sessions: int) -> None:
+    """Every prompt the delivery's sessions were sent (generators, tasks, contracts, reviews)
+    gives its sections in the one order and states each constraint at most once."""
+    prompts = saved_prompts(h.root, delivery)
+    assert len(prompts) == sessions, sorted(prompts)
+    assert {k: v for k, v in ((k, out_of_order(t)) for k, t in prompts.items()) if v} == {}
+    assert {k: v for k, v in ((k, repeated_constraints(t)) for k, t in prompts.items()) if v} == {}
+
+
 def assert_product_commit(h: Harness, delivery: str, node: str, content: str) -> None:
     """The node's product commit holds exactly the agent's C# edit; its metadata commit follows."""
     step = Store(h.root).read(delivery).get_step(node)
@@ -184,6 +194,7 @@ def test_quick_delivery_completes_end_to_end_with_the_literal_agent_on_a_git_fix
     assert assert_clean_git(h, "q1") == metadata_subjects(
         "q1", ["develop", "verify", "delivery"], product="develop")
     assert_product_commit(h, "q1", "develop", PATCHED)
+    assert_prompts_say_each_thing_once(h, "q1", 3)
 
 
 def test_full_delivery_completes_end_to_end_with_the_literal_agent_and_its_four_gates(
@@ -238,6 +249,7 @@ def test_full_delivery_completes_end_to_end_with_the_literal_agent_and_its_four_
     assert first_parent.splitlines() == [
         merge if s == "[f1] develop attempt 1: product changes" else s for s in subjects]
     assert_product_commit(h, "f1", "develop", SEDDED)  # the merge of its one task
+    assert_prompts_say_each_thing_once(h, "f1", 9)
     state = Store(h.root).read("f1")
     develop = state.get_step("develop")
     assert [(t.id, t.status, t.attempts) for t in develop.tasks] == [
@@ -270,6 +282,7 @@ def test_plan_build_review_completes_end_to_end_with_the_literal_agent_and_a_pas
     assert assert_clean_git(h, "p1") == metadata_subjects("p1", ["plan", "build"],
                                                           product="build")
     assert_product_commit(h, "p1", "build", PATCHED)
+    assert_prompts_say_each_thing_once(h, "p1", 5)
     state = Store(h.root).read("p1")
     assert state.snapshot.reviews == {"build": "pbr-evaluate"}  # no web project: no QA
     build = state.get_step("build")

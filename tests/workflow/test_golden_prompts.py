@@ -24,6 +24,7 @@ from specops_dag.workflow.catalog import Catalog
 from ..support.cli import specops_at
 from ..support.dotnet import copy_fixture
 from ..support.git import commit_all
+from ..support.prompts import repeated_constraints
 
 WORKFLOWS = ("full-delivery", "quick-delivery", "plan-build-review")
 
@@ -84,35 +85,10 @@ def test_every_built_in_node_prompt_gives_its_sections_in_one_order(
         assert heads == [h.split(" ")[0] for h in ORDER], (g.workflow, g.step.name)
 
 
-# Each constraint, in any wording the built-in texts use for it: stated at most once.
-CONSTRAINTS = {
-    "global.json is not edited": r"(?i)\b(?:never|not|no)\b[^.\n]{0,40}global\.json"
-                                 r"|global\.json`? (?:untouched|unchanged)",
-    "the target framework is kept": r"TargetFramework`? (?:exactly|stays|on the)",
-    "the agent does not commit": r"(?i)\b(?:do not|never|don't) commit",
-    "no rm -rf": r"rm -rf",
-    "the sandbox has no network": r"(?i)(?:sandbox|session) has no network|no network here",
-    "the final message is short": r"1,000 characters",
-    "the test comes first": r"(?i)\btest first",
-    "file bodies are not pasted": r"(?i)never paste",
-    "nullable warnings are fixed": r"(?i)nullable warnings",
-    "tests are not skipped or weakened": r"(?i)\bno\b[^.\n]{0,10}tests?\b[^.\n]{0,10}skipped",
-    "packages were restored": r"(?i)restored (?:the packages|before your first)",
-    "the READ files are not changed": r"(?i)(?:change|modify) none of the files you read"
-                                      r"|do not modify the files you read",
-    "the risk file stops the session": r"(?i)never accept (?:a|one) (?:risk )?silently",
-}
-
-
-RUBRIC = re.compile(r"^- `[\w-]+` \(threshold \d+/10\): .*$", re.M)
-
-
 def test_every_constraint_is_stated_at_most_once_per_built_in_node(
         goldens: list[Golden]) -> None:
-    # (a REVIEW block quotes the evaluator's criteria: what it checks, not a rule of the session)
-    repeated = {f"{g.workflow}/{g.step.name}: {name}": len(re.findall(rx, RUBRIC.sub("", g.text)))
-                for g in goldens for name, rx in CONSTRAINTS.items()}
-    assert {k: n for k, n in repeated.items() if n > 1} == {}
+    repeated = {f"{g.workflow}/{g.step.name}": repeated_constraints(g.text) for g in goldens}
+    assert {k: v for k, v in repeated.items() if v} == {}
 
 
 def test_every_git_delivery_prompt_names_its_branch_and_base_commit(
