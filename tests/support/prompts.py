@@ -61,4 +61,5 @@ def sections(text: str) -> list[str]:
 def out_of_order(text: str) -> list[str]:
     """The sections that come before one the order puts ahead of them (empty: in order)."""
     found = sections(text)
-    return [b for a, b in zip(found, found[1:]) if ORDER.index(b) <= ORDER.index(a)]
+    return [b for a, b in zip(found, found[1:], strict=False)
+            if ORDER.index(b) <= ORDER.index(a)]
