@@ -5,6 +5,7 @@ in the step's `revisions[]`, in the harness root and on feat-<d>."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import git
@@ -12,6 +13,7 @@ import git
 from specops_dag.delivery import gates
 from specops_dag.delivery.lifecycle import reopen
 from specops_dag.execution.step import run_step
+from specops_dag.files import sha256_file
 
 from ..support.agents import agentic_git_harness, create, replay, settings_for
 
@@ -57,3 +59,10 @@ def test_a_reopened_node_reruns_from_nothing_of_its_own_and_keeps_the_old_files_
     assert "phases/d1/.revisions/write/1/risk.md" in committed
     assert "phases/d1/write/risk.md" not in committed
     assert "phases/d1/write/notes.md" in committed
+    # the re-run's evidence names its own files only, with their new hashes
+    record = json.loads((root / state.get_step("write").evidence.path).read_text())
+    assert {k: v["path"] for k, v in record["handoffs"].items()} == {
+        "notes": "phases/d1/write/notes.md"}
+    assert record["handoffs"]["notes"]["sha256"] == sha256_file(folder / "notes.md")
+    assert ".revisions" not in json.dumps(record) and "risk.md" not in json.dumps(record)
+    assert record["attempts"] == 1
