@@ -7,7 +7,6 @@ it reads their output from what codex sends back."""
 
 from __future__ import annotations
 
-import json
 import socket
 from pathlib import Path
 
@@ -15,24 +14,16 @@ import pytest
 
 from specops_dag.execution.step import run_step
 
-from ..support.agents import agentic_git_harness, attempts, create, replay, settings_for
+from ..support.agents import (
+    agentic_git_harness,
+    create,
+    outputs_seen,
+    replay,
+    settings_for,
+)
 
 BUILD = "dotnet build --no-restore -c Release"
 TEST = "dotnet test --no-restore -c Release"
-
-
-def outputs_seen(tmp_path: Path, node: str) -> dict[str, str]:
-    """Each shell command of `node`'s first attempt and the output codex gave the model."""
-    calls: dict[str, str] = {}
-    seen: dict[str, str] = {}
-    for request in attempts(tmp_path, node)[0]:
-        for item in request["input"]:
-            if item.get("type") == "function_call" and item.get("name") == "exec_command":
-                calls[item["call_id"]] = json.loads(item["arguments"])["cmd"]
-            elif item.get("type") == "function_call_output" and item.get("call_id") in calls:
-                out = item.get("output")
-                seen[calls[item["call_id"]]] = out if isinstance(out, str) else str(out)
-    return seen
 
 
 @pytest.mark.dotnet
@@ -103,14 +94,7 @@ def test_a_downstream_agent_cannot_rewrite_an_upstream_handoff_even_under_a_writ
         before = notes.read_bytes()
         review = run_step(store, "d1", "review", settings=settings)
     assert review.status == "completed", review.message  # its own node folder stays writable
-    seen = {}
-    for request in attempts(tmp_path, "review")[0]:
-        calls = {}
-        for item in request["input"]:
-            if item.get("type") == "function_call" and item.get("name") == "exec_command":
-                calls[item["call_id"]] = json.loads(item["arguments"])["cmd"]
-            elif item.get("type") == "function_call_output" and item.get("call_id") in calls:
-                seen[calls[item["call_id"]]] = str(item.get("output"))
+    seen = outputs_seen(tmp_path, "review")
     for command in (rewrite, edit):
         assert "Process exited with code 1" in seen[command], seen[command]
         assert "Read-only file system" in seen[command], seen[command]

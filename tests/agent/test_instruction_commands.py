@@ -7,7 +7,6 @@ fails `test_every_command_the_built_in_texts_name_is_in_the_inventory` until it 
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 from specops_dag.builtin import BUILTIN_DEFS
 from specops_dag.execution.step import run_step
 
-from ..support.agents import agentic_git_harness, attempts, create, replay, settings_for
+from ..support.agents import agentic_git_harness, create, outputs_seen, replay, settings_for
 
 NODE = "{node}"  # the writing session's node folder (absolute, as its prompt names it)
 NEW = "tests/Calc.More.Tests/Calc.More.Tests.csproj"  # a test project the agent adds by hand
@@ -131,14 +130,7 @@ def test_every_command_the_built_in_texts_tell_an_agent_to_run_runs_in_its_sandb
     turns = [{"shell": make}] + [{"shell": cmd, "yield_time_ms": 240_000} for cmd, _ in runs]
     with replay(tmp_path, {"write": [{"literal": {"before": turns}}]}) as server:
         run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
-    calls: dict[str, str] = {}
-    seen: dict[str, str] = {}
-    for request in attempts(tmp_path, "write")[0]:
-        for item in request["input"]:
-            if item.get("type") == "function_call" and item.get("name") == "exec_command":
-                calls[item["call_id"]] = json.loads(item["arguments"])["cmd"]
-            elif item.get("type") == "function_call_output" and item.get("call_id") in calls:
-                seen[calls[item["call_id"]]] = str(item.get("output"))
+    seen = outputs_seen(tmp_path, "write")
     failed = {}
     for cmd, codes in runs:
         out = seen.get(cmd, "(never ran)")

@@ -106,6 +106,20 @@ def attempts(tmp_path: Path, node: str) -> list[list[dict]]:
     return list(threads.values())
 
 
+def outputs_seen(tmp_path: Path, node: str) -> dict[str, str]:
+    """Each shell command of `node`'s first attempt and the output codex gave the model."""
+    calls: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    for request in attempts(tmp_path, node)[0]:
+        for item in request["input"]:
+            if item.get("type") == "function_call" and item.get("name") == "exec_command":
+                calls[item["call_id"]] = json.loads(item["arguments"])["cmd"]
+            elif item.get("type") == "function_call_output" and item.get("call_id") in calls:
+                out = item.get("output")
+                seen[calls[item["call_id"]]] = out if isinstance(out, str) else str(out)
+    return seen
+
+
 def settings_for(server: ReplayServer, tmp_path: Path) -> AgentSettings:
     return AgentSettings(replay_url=server.url, codex_home=str(tmp_path / "codex-home"))
 
