@@ -63,3 +63,24 @@ def out_of_order(text: str) -> list[str]:
     found = sections(text)
     return [b for a, b in zip(found, found[1:], strict=False)
             if ORDER.index(b) <= ORDER.index(a)]
+
+
+# A delivery file written short: `<node>/<file>` of a built-in node, or a file name of its own.
+SHORT = re.compile(r"(?<![\w/<>.-])(requirements|design|develop|integrate|verify|delivery|plan|"
+                   r"build)/([\w.-]+\.\w+|[\w-]+/)")
+NAMED = re.compile(r"(?<![\w/.-])([\w-]+\.(?:md|json|yaml))\b")
+# Files of the product repository a text may name (it does not define them; the repo has them
+# or the agent creates them as product or test files).
+PRODUCT_FILES = {"global.json", "tasks.yaml", "SKILL.md"}
+
+
+def undefined_files(text: str, current: str, nodes: dict[str, list[str]]) -> list[str]:
+    """The delivery files `text` names that neither a path of the prompt's current step
+    (`current`) nor an artifact of a node (`nodes`: node -> artifact paths) defines."""
+    out = [f"{node}/{rest}" for node, rest in SHORT.findall(text)
+           if not any(p == rest or p.startswith(rest) or rest.endswith("/")
+                      for p in nodes.get(node, []))]
+    defined = {Path(p).name for p in re.findall(r"[\w./-]+\.(?:md|json|yaml)", current)}
+    defined |= {Path(p).name for paths in nodes.values() for p in paths}
+    defined |= set(re.findall(r"^# ([\w.-]+\.md)$", text, re.M))  # a part of the prompt: `# AGENTS.md`
+    return out + [name for name in NAMED.findall(text) if name not in defined | PRODUCT_FILES]

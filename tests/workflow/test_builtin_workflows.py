@@ -14,11 +14,17 @@ from pathlib import Path
 import git
 import pytest
 
+from specops_dag.delivery.lifecycle import snapshot_catalog
 from specops_dag.delivery.store import Store
 
 from ..support.agents import replay
 from ..support.dotnet import STANDIN, Harness, assert_clean_git, git_fixture
-from ..support.prompts import out_of_order, repeated_constraints, saved_prompts
+from ..support.prompts import (
+    out_of_order,
+    repeated_constraints,
+    saved_prompts,
+    undefined_files,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -132,6 +138,13 @@ def assert_prompts_say_each_thing_once(h: Harness, delivery: str, sessions: int)
     assert len(prompts) == sessions, sorted(prompts)
     assert {k: v for k, v in ((k, out_of_order(t)) for k, t in prompts.items()) if v} == {}
     assert {k: v for k, v in ((k, repeated_constraints(t)) for k, t in prompts.items()) if v} == {}
+    state = Store(h.root).read(delivery)
+    catalog = snapshot_catalog(Store(h.root), state)
+    nodes = {s.name: [a.path for a in catalog.phases[s.phase].output.artifacts]
+             for s in state.steps}
+    undefined = {k: undefined_files(t, t[t.rindex("# Current step"):], nodes)
+                 for k, t in prompts.items()}
+    assert {k: v for k, v in undefined.items() if v} == {}
 
 
 def assert_product_commit(h: Harness, delivery: str, node: str, content: str) -> None:

@@ -6,7 +6,6 @@ target is one the session can write."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,7 +23,7 @@ from specops_dag.workflow.catalog import Catalog
 from ..support.cli import specops_at
 from ..support.dotnet import copy_fixture
 from ..support.git import commit_all
-from ..support.prompts import repeated_constraints
+from ..support.prompts import repeated_constraints, undefined_files
 
 WORKFLOWS = ("full-delivery", "quick-delivery", "plan-build-review")
 
@@ -100,15 +99,6 @@ def test_every_git_delivery_prompt_names_its_branch_and_base_commit(
                                f"{base};"), (g.workflow, g.step.name)
 
 
-# A delivery file written short: `<node>/<file>` of a built-in node, or a file name of its own.
-SHORT = re.compile(r"(?<![\w/<>.-])(requirements|design|develop|verify|delivery|plan|build)"
-                   r"/([\w.-]+\.\w+|[\w-]+/)")
-NAMED = re.compile(r"(?<![\w/.-])([\w-]+\.(?:md|json|yaml))\b")
-# Files of the product repository a text may name (it does not define them; the repo has them
-# or the agent creates them as product or test files).
-PRODUCT_FILES = {"global.json", "tasks.yaml", "SKILL.md"}
-
-
 def artifacts(g: Golden, workflows: dict[str, dict[str, list[str]]]) -> dict[str, list[str]]:
     """node -> its artifact paths, over every built-in workflow (skills serve several)."""
     merged: dict[str, list[str]] = {}
@@ -130,15 +120,8 @@ def test_every_delivery_file_a_built_in_node_is_told_about_is_one_its_prompt_def
         every = artifacts(g, workflows)
         for where, text, nodes in (("prompt", g.prompt, own), ("skill", g.skill, every),
                                    ("hook", g.hook, own)):
-            for node, rest in SHORT.findall(text):
-                if not any(p == rest or p.startswith(rest) or rest.endswith("/")
-                           for p in nodes.get(node, [])):
-                    undefined.append(f"{g.workflow}/{g.step.name} {where}: {node}/{rest}")
-            defined = {Path(p).name for p in re.findall(r"[\w./-]+\.(?:md|json|yaml)", g.current)}
-            defined |= {Path(p).name for paths in nodes.values() for p in paths}
-            for name in NAMED.findall(text):
-                if name not in defined | PRODUCT_FILES:
-                    undefined.append(f"{g.workflow}/{g.step.name} {where}: {name}")
+            undefined += [f"{g.workflow}/{g.step.name} {where}: {name}"
+                          for name in undefined_files(text, g.current, nodes)]
     assert sorted(set(undefined)) == []
 
 
