@@ -600,7 +600,8 @@ def review_changes(state: Delivery, step: Step, repo: Path, folder: Path) -> str
         snap, _ = gitflow.snapshot_commit(repo, Path(scratch), f"specops review: the work of "
                                           f"{step.name} as reviewed")
     return (f"CHANGES: `git diff --stat {base} {snap} -- . {METADATA_PATHS}` lists the product "
-            f"change under review: {base} is where this delivery's branch began, {snap} the "
+            f"change under review: {base} is where this delivery's branch {state.branch} "
+            f"began, {snap} the "
             f"work as you review it (`{step.name}`'s not committed yet: a snapshot no branch "
             f"points at); `git diff {base} {snap} -- <path>` shows one file.")
 

@@ -80,6 +80,8 @@ def test_the_evaluators_changes_command_shows_the_generators_uncommitted_work(
     base, snapshot = ran.split()[3:5]
     assert ran == f"git diff --stat {base} {snapshot} {EXCLUDE}"
     assert base == store.read("d1").base_commit  # where the delivery began
+    prompt = (store.root / "phases/d1/write/reviews/write-r1-prompt.md").read_text()
+    assert f"{base} is where this delivery's branch feat-d1 began, {snapshot} the work" in prompt
     assert snapshot != step.commits["product"]  # reviewed before the product commit was made
     listed = output.split("Output:\n", 1)[1]
     assert " src/feature.txt | 1 +" in listed, listed
