@@ -366,14 +366,16 @@ Artifacts (every task's, put together in task order):
 """
 
 
-def everything(task: str) -> dict:
+def everything(root: Path, task: str) -> dict:
     """A literal task agent that changes its task's product file, edits the shared handoff.md
-    as the skills used to tell a task to (its WRITE does not name it), keeps a note in the
-    folder SPECOPS_NODE_DIR names, then writes exactly what its WRITE names."""
+    as the skills used to tell a task to (its WRITE does not name it), keeps a note in the task
+    folder its prompt names ("put any other file this task produces under it"), then writes
+    exactly what its WRITE names."""
+    folder = (root / "phases/d1/build/tasks" / task).resolve()
     return {"literal": {
         "before": [{"shell": f"mkdir -p src && echo {task} > src/{task}.txt && printf "
                              f"'## build\\n\\n{task} was here\\n' >> docs/phase/d1/handoff.md"},
-                   {"shell": f'echo {task} > "$SPECOPS_NODE_DIR/notes.txt"'}],
+                   {"shell": f'echo {task} > "{folder}/notes.txt"'}],
         "files": {"changes.md": f"Changed src/{task}.txt.\n",
                   f"build-{task}.md": f"# Task {task}\n\nWrote src/{task}.txt.\n"}}}
 
@@ -384,7 +386,7 @@ def test_parallel_tasks_write_their_named_files_merge_and_the_next_step_gets_the
     store = harness(tmp_path, TWO, workflow="plan-build-verify", files=PLAN_BUILD_VERIFY)
     root = store.root
     assert run_step(store, "d1", "plan").status == "completed"
-    nodes = {"build.t1": [everything("t1")], "build.t2": [everything("t2")],
+    nodes = {"build.t1": [everything(root, "t1")], "build.t2": [everything(root, "t2")],
              "verify": [NOTHING]}
     with replay(tmp_path, nodes) as server:
         settings = AgentSettings(replay_url=server.url, codex_home=str(tmp_path / "codex-home"))
