@@ -130,6 +130,11 @@ def delete_reason(walk: Walk, path: str, recursive: bool) -> str | None:
     return place and f"deletes the folder `{place[0]}` of {place[1]} with every file in it"
 
 
+def within(path: str, tree: str) -> bool:
+    """`path` is `tree` or inside it (both absolute, normalized)."""
+    return path == tree or path.startswith(tree + "/")
+
+
 def bulk_place(walk: Walk, path: str) -> tuple[str, str] | None:
     """(path relative to it, label) of the repository, target or harness root `path` is in,
     unless it is build output or scratch in the node folder, the only places a delete may take
@@ -137,7 +142,7 @@ def bulk_place(walk: Walk, path: str) -> tuple[str, str] | None:
     if walk.scratch and path.startswith(walk.scratch + "/"):
         return None
     for tree, what in walk.trees:
-        if path == tree or path.startswith(tree + "/"):
+        if within(path, tree):
             rel = path[len(tree) + 1:]
             if BUILD_OUTPUT.isdisjoint(p.lower() for p in rel.split("/")) or not rel:
                 return rel or ".", what
@@ -198,7 +203,7 @@ def moved_out(walk: Walk, path: str, dests: list[str]) -> tuple[str, str] | None
     if not dests:
         return (f"moves `{rel}` of {what} to a path computed at run time, which the hook cannot "
                 "check"), what
-    if any(d != tree and not d.startswith(tree + "/") for d in dests):
+    if any(not within(d, tree) for d in dests):
         return f"moves `{rel}` out of {what}, which deletes it there", what
     return None
 
@@ -349,8 +354,7 @@ def git_place(walk: Walk, words: list[str]) -> tuple[int, str | None]:
 
 
 def in_work_tree(walk: Walk, place: str | None) -> bool:
-    return place is None or any(place == tree or place.startswith(tree + "/")
-                                for tree, _ in walk.trees)
+    return place is None or any(within(place, tree) for tree, _ in walk.trees)
 
 
 # git subcommands that write the repository's .git (index, refs, objects, config), which is

@@ -127,8 +127,8 @@ def frozen_rules(path: str, sha: str | None) -> Rules:
     import hashlib
 
     now = hashlib.sha256(raw).hexdigest() if raw is not None else None
-    if now == sha:
-        return parse_rules(raw, path) if raw is not None else Rules()
+    if raw is not None and now == sha:
+        return parse_rules(raw, path)
     if now is None:
         what = "is missing"
     elif sha is None:
