@@ -189,8 +189,15 @@ def merge(worktree: Path, rev: str, label: str, message: str,
     if contains(worktree, rev):
         return None
     git = _merge_git(worktree)
-    done = git("merge", "--no-ff", "--no-edit", "-m", message, rev) if commit else git(
-        "merge", "--no-ff", "--no-commit", rev)
+
+    def attempt():
+        return git("merge", "--no-ff", "--no-edit", "-m", message, rev) if commit else git(
+            "merge", "--no-ff", "--no-commit", rev)
+
+    done = attempt()
+    if not done.ok and not git("diff", "--name-only", "--diff-filter=U").stdout.split() \
+            and undo_merge_leftovers(worktree, rev):
+        done = attempt()  # a kill had cut this same merge short: made again from the start
     if done.ok:
         return git("rev-parse", "HEAD").stdout.strip() if commit else ""
     paths = git("diff", "--name-only", "--diff-filter=U").stdout.split()
@@ -199,6 +206,45 @@ def merge(worktree: Path, rev: str, label: str, message: str,
         raise GitError(f"cannot merge {label} into {worktree} (`git merge` exited "
                        f"{done.exit_code}: {(done.stderr or done.stdout).strip()})")
     return MergeConflict(rev, label, sorted(paths))
+
+
+def undo_merge_leftovers(worktree: Path, rev: str) -> list[str]:
+    """A `git merge` of `rev` killed half-way leaves the files it had written (and perhaps the
+    index it had built) without its commit, so the merge made again refuses to overwrite them.
+    Put back to HEAD exactly the paths `rev` changes whose content in the worktree is already
+    `rev`'s: the merge writes them again. A path with any other content (a person's edit) is
+    left as it is, so the merge still refuses and names it. Returns the paths put back."""
+    base = run_git(worktree, "merge-base", "HEAD", rev)
+    if not base.ok:
+        return []
+    changed = [p for p in run_git(worktree, "diff", "--no-renames", "--name-only", "-z",
+                                  base.stdout.strip(), rev).stdout.split("\0") if p]
+    if not changed:
+        return []
+    dirty = {p for args in (("diff", "HEAD", "--no-renames", "--name-only", "-z"),
+                            ("ls-files", "--others", "-z"))
+             for p in run_git(worktree, "--literal-pathspecs", *args, "--", *changed
+                              ).stdout.split("\0")}
+    leftovers = []
+    for path in (p for p in changed if p in dirty):
+        file = worktree / path
+        want = run_git(worktree, "rev-parse", "--verify", "-q", f"{rev}:{path}").stdout.strip()
+        if file.is_symlink() or not (file.is_file() if want else not file.exists()):
+            continue
+        if want and run_git(worktree, "hash-object", "--", path).stdout.strip() != want:
+            continue
+        leftovers.append(path)
+    if not leftovers:
+        return []
+    run_git(worktree, "--literal-pathspecs", "reset", "-q", "HEAD", "--", *leftovers)
+    in_head = set(run_git(worktree, "--literal-pathspecs", "ls-tree", "-r", "-z", "--name-only",
+                          "HEAD", "--", *leftovers).stdout.split("\0"))
+    if back := [p for p in leftovers if p in in_head]:
+        run_git(worktree, "--literal-pathspecs", "checkout", "HEAD", "--", *back)
+    for path in leftovers:
+        if path not in in_head:
+            (worktree / path).unlink(missing_ok=True)
+    return leftovers
 
 
 def conclude_merge(worktree: Path, message: str) -> str:

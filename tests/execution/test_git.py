@@ -14,7 +14,7 @@ from specops_dag.delivery import lifecycle as ops
 from specops_dag.delivery.store import Store
 from specops_dag.errors import WriteConflict
 from specops_dag.execution.step import run_step
-from specops_dag.gitflow import ensure_worktree, sync_tree
+from specops_dag.gitflow import IDENTITY, ensure_worktree, sync_tree
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from ..support.cli import job_execute, specops
@@ -414,3 +414,56 @@ def test_a_worktree_git_cannot_create_is_a_write_conflict_naming_the_branch_and_
         f"write conflict: cannot create the worktree of `d1` at {path} on branch feat-d1: "
         f"fatal: 'feat-d1' is already checked out at '{root}'")
     assert not path.exists()
+
+
+def _two_branches(tmp_path: Path) -> tuple[Path, str]:
+    """A repository on `main` (README.md, keep.txt) and a branch `side` that adds new.txt,
+    changes keep.txt and deletes README.md; returns (the repository, side's commit)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "README.md").write_text("# product\n")
+    (root / "keep.txt").write_text("one\n")
+    repo = git.Repo.init(root, initial_branch="main")
+    repo.git.add(A=True)
+    repo.git.commit("-qm", "initial", env={**os.environ, **IDENTITY})
+    repo.git.checkout("-qb", "side")
+    (root / "new.txt").write_text("new\n")
+    (root / "keep.txt").write_text("two\n")
+    repo.git.rm("-q", "README.md")
+    repo.git.add(A=True)
+    repo.git.commit("-qm", "side", env={**os.environ, **IDENTITY})
+    side = repo.head.commit.hexsha
+    repo.git.checkout("-q", "main")
+    return root, side
+
+
+@pytest.mark.parametrize("index_written", [False, True])
+def test_a_merge_a_kill_cut_short_is_made_again_from_the_files_it_had_written(
+        tmp_path: Path, index_written: bool) -> None:
+    from specops_dag import gitflow
+
+    root, side = _two_branches(tmp_path)
+    (root / "new.txt").write_text("new\n")  # what the killed `git merge` had written
+    (root / "keep.txt").write_text("two\n")
+    (root / "README.md").unlink()
+    if index_written:  # killed after it had written the index, before its commit
+        git.Repo(root).git.add(A=True)
+    merged = gitflow.merge(root, side, "side", "merge side")
+    repo = git.Repo(root)
+    assert merged == repo.head.commit.hexsha and len(repo.head.commit.parents) == 2
+    assert sorted(b.path for b in repo.head.commit.tree.traverse()) == ["keep.txt", "new.txt"]
+    assert repo.git.status("--porcelain") == ""
+
+
+def test_a_persons_edit_in_the_way_of_a_merge_is_kept_and_named(tmp_path: Path) -> None:
+    from specops_dag import gitflow
+    from specops_dag.gitflow import GitError
+
+    root, side = _two_branches(tmp_path)
+    (root / "new.txt").write_text("mine\n")  # not what the merge writes: a person's file
+    with pytest.raises(GitError) as err:
+        gitflow.merge(root, side, "side", "merge side")
+    assert err.value.message.startswith(f"cannot merge side into {root} (`git merge` exited 2: "
+                                        "error: The following untracked working tree files "
+                                        "would be overwritten by merge:\n\tnew.txt")
+    assert (root / "new.txt").read_text() == "mine\n"
