@@ -6,10 +6,8 @@ Importing pydantic and Dagster makes hundreds of thousands of long-lived objects
 parses, validates and writes a delivery state of thousands more (three times per step, one of
 them rendered whole). With CPython's default thresholds (700, 10, 10) the collector walks the
 young generations after every few thousand allocations and the whole heap every few steps,
-almost none of it freeing anything: ~25 ms of each step of a 200-node chain in Dagster's run
-worker, ~15 ms with these. A higher first threshold (as mypy sets it) keeps collection on — a
-long run still collects its cycles; no behaviour changes. (How much a late step costs more than
-an early one did not measurably change with it: README, "Cost along a delivery".)"""
+almost none of it freeing anything. A higher first threshold (as mypy sets it) keeps collection
+on — a long run still collects its cycles; no behaviour changes."""
 
 from __future__ import annotations
 

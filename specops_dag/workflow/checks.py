@@ -359,10 +359,10 @@ def check_validation(problems: list[str], where: str, cfg: ValidationConfig) -> 
     p = problems
     for i, rel in enumerate(cfg.build):
         problem = relative_path_problem(rel) if rel.strip() else "is empty"
-        if problem is None and not rel.lower().endswith((".sln", ".csproj")):
+        if problem is None and not rel.lower().endswith((".sln", ".slnx", ".csproj")):
             problem = "is not a solution or project"
         if problem:
-            p.append(f"{where}.build[{i}]: `{rel}` {problem}; name a .sln or .csproj by its "
+            p.append(f"{where}.build[{i}]: `{rel}` {problem}; name a .sln, .slnx or .csproj by its "
                      "path relative to the repository root, e.g. `App.sln`")
     for i, glob in enumerate(cfg.exclude):
         problem = relative_path_problem(glob) if glob.strip() else "is empty"

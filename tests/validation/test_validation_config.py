@@ -39,11 +39,11 @@ BAD = [
                   "'regressions'"], id="unknown-judge"),
     pytest.param({VY: "validation:\n  build: [../Other.sln, src/App/App.txt]\n"},
                  ["workflow_defs/validation.yaml: validation.build[0]: `../Other.sln` escapes the "
-                  "phase folder; name a .sln or .csproj by its path relative to the repository "
-                  "root, e.g. `App.sln`",
+                  "phase folder; name a .sln, .slnx or .csproj by its path relative to the "
+                  "repository root, e.g. `App.sln`",
                   "workflow_defs/validation.yaml: validation.build[1]: `src/App/App.txt` is not a "
-                  "solution or project; name a .sln or .csproj by its path relative to the "
-                  "repository root, e.g. `App.sln`"], id="bad-build-targets"),
+                  "solution or project; name a .sln, .slnx or .csproj by its path relative to "
+                  "the repository root, e.g. `App.sln`"], id="bad-build-targets"),
     pytest.param({VY: "validation:\n  exclude: [/abs/snippets]\n"},
                  ["workflow_defs/validation.yaml: validation.exclude[0]: `/abs/snippets` is "
                   "absolute; use a glob relative to the repository root, e.g. "
@@ -81,8 +81,8 @@ def test_a_phase_validation_mapping_is_checked_like_the_file(tmp_path: Path) -> 
     files = with_phase_validation("validation: {mode: full, build: [App.txt]}\n")
     assert problems(tmp_path, files) == [
         "workflow_defs/phases/p-a.yaml: validation.build[0]: `App.txt` is not a solution or "
-        "project; name a .sln or .csproj by its path relative to the repository root, e.g. "
-        "`App.sln`"]
+        "project; name a .sln, .slnx or .csproj by its path relative to the repository "
+        "root, e.g. `App.sln`"]
 
 
 def test_a_phase_overrides_the_files_layout_key_by_key(tmp_path: Path) -> None:
@@ -96,3 +96,8 @@ def test_a_phase_overrides_the_files_layout_key_by_key(tmp_path: Path) -> None:
     other = catalog.validation_for("p-b")  # `validation: none` keeps the file's layout
     assert (other.mode, other.judge, other.sdk.require_global_json) == ("none", "absolute", False)
     assert catalog.phases["p-a"].validation_mode == "full"
+
+
+def test_a_slnx_solution_is_a_build_target_like_a_sln(tmp_path: Path) -> None:
+    root = write_tree(tmp_path / "harness", {VY: "validation:\n  build: [App.slnx, App.csproj]\n"})
+    load_catalog([root / "workflow_defs"], display_base=root)  # no DefinitionError
