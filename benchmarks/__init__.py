@@ -1,4 +1,5 @@
-"""Benchmarks for issue #8; each prints ratios measured side by side in one run (`make bench`)."""
+"""Benchmarks (`make bench`, docs/benchmarks.md): each prints ratios measured side by side in one
+run; none is a test."""
 
 from __future__ import annotations
 

@@ -28,10 +28,10 @@ each with the same ratio. The same question at the same time:
      it, and so is the contention of two runs on two cores. Five rounds, a new chain each;
      `lead` starts at 28 nodes (how far a chain gets while a `specops run` starts its first
      step, here) and is corrected after each round by how far apart the two windows' middles
-     were; each round prints how much of the late window the early one covered. (An earlier
-     version reopened the completed chain's last 20 nodes instead: the chain then first walks
-     its 180 completed steps (~23 s), so the new delivery was some 60 nodes in by then — not its
-     first 20 — and every reopen adds revisions and events to the chain's state.)
+     were; each round prints how much of the late window the early one covered. Both are new
+     deliveries, not a reopened chain: a reopened chain first walks its completed steps, so the
+     other delivery would be far past its first 20 nodes by then, and every reopen adds
+     revisions and events to the chain's state.
 And how far the host alone moves such a ratio:
   control. one step (node 19 of a delivery, 20 steps completed) run N times in this process, its
      state file put back to the same bytes before each run, so nothing it reads grows: the mean

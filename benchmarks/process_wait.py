@@ -4,12 +4,10 @@ For children that end after 5, 40, 70 and 120 ms (`sleep`), the median wall time
 `run_process` over 15 runs each against the median of `subprocess.run` of the same argv (which
 waits in the kernel: it sees the exit at once), printed as milliseconds more and as a ratio; and
 the same for `git rev-parse HEAD` in this repository (a commit's short git command). The runner
-tells the process's one reaper of each child (two pipe writes; it started a reaper per child
-before, ~9 ms a child) and writes the output to files, so it costs a little more at any length;
-a child's exit is seen when it happens (its pidfd wakes the runner), so what
-it adds does not depend on when in a poll interval the child ends (before: `Popen.wait(timeout)`,
-which sleeps in steps doubling up to 50 ms, saw it up to ~35 ms late — a step of a chain paid
-that at each of its commands). Not a test: nothing asserts a time.
+tells the process's one reaper of each child (two pipe writes) and writes the output to files,
+so it costs a little more at any length; it sees a child's exit when it happens (its pidfd
+wakes the runner), so what it adds does not depend on when the child ends. A step pays it at
+each of its commands. Not a test: nothing asserts a time.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The dependency rule of the package layout (README "Code map"), as an AST check over every
+"""The dependency rule of the package layout (docs/concepts.md, "Code map"), as an AST check over every
 module of `specops_dag`, function-local imports included: each package imports only the packages
 its row allows, Dagster only in the Dagster adapter, click only in the CLI, and the level-0
 modules and the pre-tool-use hook only the standard library; inside `hooks/`, the pre-tool-use

@@ -47,7 +47,7 @@ SEDDED = ("namespace Calc;\n\npublic class Calculator\n{\n    public int Add(int
           "\n\n    // Multiplies two integers.\n    public int Multiply(int a, int b) => a * b;\n}\n")
 
 
-# full-delivery's design writes the task graph develop fans out over (README, "Task lists").
+# full-delivery's design writes the task graph develop fans out over (docs/workflows.md, fan_out).
 TASK_GRAPH = """kind: task-list
 tasks:
   - id: document-multiply
