@@ -1,10 +1,13 @@
 """One asset per workflow node, key `[workflow, node]`, partitioned by delivery: its
 materialization and metadata, its `validation` / `handoff_current` / `review` checks, and its
 data and code versions. The asset body only runs the step through the `specops` resource and
-translates the outcome; it decides nothing."""
+translates the outcome; it decides nothing. Two outcomes Dagster would hide are made visible: a
+node stopped at a gate (a green run) tags the run `specops/awaiting_gate`, and a partition with
+no delivery fails at once and is removed."""
 
 import hashlib
 import json
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -163,6 +166,7 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node,
     def _node(context: dg.AssetExecutionContext, specops: SpecopsResource):
         delivery = context.partition_key
         end_with_run()  # a multiprocess step worker must not outlive a killed run
+        require_delivery(context.instance, context.run_id, specops, wf.id, delivery)
         try:
             # a fan-out's task events (started, built, merged, failed) go to the run's log
             outcome = specops.run_step(delivery, wf.id, node.id, progress=context.log.info,
@@ -172,16 +176,100 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node,
         if outcome.status in ("completed", "reused"):
             yield materialization(outcome, delivery, reviewed=node.review is not None)
         elif outcome.status in ("blocked", "skipped"):
-            context.log.warning(f"{node.id} of {delivery} {outcome.status}: {outcome.message}")
-            # Every declared check must be yielded; no materialization → downstream skipped.
-            for check in ("validation", "handoff_current", *(["review"] if node.review else [])):
-                yield dg.AssetCheckResult(check_name=check, passed=False,
-                                          severity=dg.AssetCheckSeverity.WARN,
-                                          metadata={"reason": outcome.message,
-                                                    "status": outcome.status})
+            yield from not_materialized(context, specops, node, outcome)
         else:
             raise dg.Failure(description=f"{node.id} of {delivery}: {outcome.message}",
                              metadata={"attempt": outcome.attempt, **ended_metadata(outcome)},
                              allow_retries=outcome.retryable)
 
     return _node
+
+
+def not_materialized(context: dg.AssetExecutionContext, specops: SpecopsResource, node: Node,
+                     outcome: "StepOutcome") -> Iterator[dg.AssetCheckResult]:
+    """A blocked or skipped step: a warning naming why (and the gate, the run tag and an
+    observation when it stopped at one), and every declared check failed — Dagster requires
+    each one; no materialization, so Dagster skips the downstream nodes."""
+    delivery = context.partition_key
+    gate = stopped_at_gate(specops, delivery, node.id, outcome)
+    if gate is None:
+        context.log.warning(f"{node.id} of {delivery} {outcome.status}: {outcome.message}")
+    else:
+        announce_gate(context, node.id, gate, gate_message(delivery, node.id, gate, outcome))
+    for check in ("validation", "handoff_current", *(["review"] if node.review else [])):
+        yield dg.AssetCheckResult(check_name=check, passed=False,
+                                  severity=dg.AssetCheckSeverity.WARN,
+                                  metadata={"reason": outcome.message, "status": outcome.status,
+                                            **({"gate": gate} if gate else {})})
+
+
+# The run tag of a run in which a node stopped at a closed gate: a run whose nodes yield no
+# materialization is a green "Success" in Dagster, so the tag (and a WARNING naming the gate)
+# is what tells it apart from a run that did the work. Value: the gate, or several gates
+# comma-separated and sorted.
+GATE_TAG = "specops/awaiting_gate"
+
+
+def stopped_at_gate(specops: SpecopsResource, delivery: str, node: str,
+                    outcome: "StepOutcome") -> str | None:
+    """The closed gate in front of the node when that is why it is blocked, else None."""
+    from specops_dag.delivery.gates import WAITING
+    from specops_dag.delivery.queries import closed_gates
+
+    if outcome.status != "blocked" or not outcome.message.startswith(WAITING):
+        return None
+    state = specops.store().read(delivery)
+    gates = closed_gates(state, state.get_step(node))
+    return gates[0] if gates else None
+
+
+def gate_message(delivery: str, node: str, gate: str, outcome: "StepOutcome") -> str:
+    approve = f"`specops approve {delivery} {gate}` or the approve_gate job"
+    if outcome.message.startswith("rejected: "):  # `rejected: <gate>[: <note>]`
+        note = outcome.message.removeprefix(f"rejected: {gate}")
+        return f"rejected: gate `{gate}` before `{node}`{note}; to go on, approve it with {approve}"
+    return f"awaiting approval: gate `{gate}` before `{node}`; approve with {approve}"
+
+
+def announce_gate(context: dg.AssetExecutionContext, node: str, gate: str, message: str) -> None:
+    """Tag the run with the gate, log a WARNING naming it and record it on the asset's partition
+    (an observation), so a green run that stopped at a gate says so on its run page."""
+    instance, run_id = context.instance, context.run_id
+    for _ in range(3):  # parallel steps of one run may stop at gates at once: merge and verify
+        tagged = instance.get_run_by_id(run_id).tags.get(GATE_TAG, "")
+        gates = ",".join(sorted({*filter(None, tagged.split(",")), gate}))
+        if tagged == gates:
+            break
+        instance.add_run_tags(run_id, {GATE_TAG: gates})
+    context.log.warning(message)
+    context.log_event(dg.AssetObservation(
+        asset_key=context.asset_key, partition=context.partition_key, description=message,
+        metadata={"gate": gate, "node": node, "delivery": context.partition_key,
+                  "approve_with": f"specops approve {context.partition_key} {gate}"}))
+
+
+def require_delivery(instance: dg.DagsterInstance, run_id: str, specops: SpecopsResource,
+                     workflow: str, delivery: str) -> None:
+    """Fail the run at once when its partition has no delivery (a key added with the UI's "Add a
+    partition", which creates none), and remove that partition — unless another run used it:
+    then the root, not the partition, may be what is wrong (a webserver started elsewhere)."""
+    from specops_dag.delivery.queries import delivery_id_problem
+
+    problem = delivery_id_problem(delivery)
+    if problem is None and specops.store().exists(delivery):
+        return
+    others = [r for r in instance.get_runs(dg.RunsFilter(tags={"dagster/partition": delivery}))
+              if r.run_id != run_id]
+    if others:
+        kept = f"; partition `{delivery}` kept: {len(others)} other run(s) used it"
+    elif instance.has_dynamic_partition(PARTITIONS, delivery):
+        instance.delete_dynamic_partition(PARTITIONS, delivery)
+        kept = f"; partition `{delivery}` removed"
+    else:
+        kept = ""
+    what = (f", and there cannot be one: the id {problem}; create a delivery with `specops new "
+            f"{workflow} <id> --request …`" if problem else
+            f": create it with `specops new {workflow} {delivery} --request …`")
+    raise dg.Failure(allow_retries=False, description=(
+        f"no delivery `{delivery}` in {specops.root}{what} (a partition added in the UI does not "
+        f"create a delivery){kept}"))

@@ -17,8 +17,14 @@ if TYPE_CHECKING:
 
 # Dagster's implicit asset job: every asset of the location, what the UI's "Materialize" launches.
 # The nightly schedule targets it by name rather than declaring a second job over every node,
-# which would cost as much to load as all the workflow jobs together.
+# which would cost as much to load as all the workflow jobs together (`target=AssetSelection
+# .all()` makes one). A schedule has one target job and the UI hides this one (its Target row reads "None"): the description says
+# what the schedule launches instead.
 ASSET_JOB = "__ASSET_JOB"
+NIGHTLY = ("Every night at 02:00 UTC, one run per delivery (partition) that has pending or "
+           "interrupted nodes with no closed gate in front: those nodes and their downstream "
+           "nodes, of the delivery's workflow, in Dagster's implicit asset job `__ASSET_JOB` "
+           "(every workflow's nodes; the Target row shows it as None).")
 
 
 def run_request(state: "Delivery", run_key: str) -> dg.RunRequest | None:
@@ -38,7 +44,10 @@ def run_request(state: "Delivery", run_key: str) -> dg.RunRequest | None:
 
 def deliveries_of(instance: dg.DagsterInstance, store: "Store",
                   catalog: Catalog) -> "list[Delivery]":
-    """Deliveries that are partitions of this instance and run a workflow of this location."""
+    """Deliveries that are partitions of this instance and run a workflow of this location.
+    A partition with no delivery is passed over, not deleted: `specops new` adds the partition
+    before it writes the delivery, so a tick may see one being created (a run launched for a
+    bogus partition removes it: `assets.require_delivery`)."""
     known = set(instance.get_dynamic_partitions(PARTITIONS))
     states = [store.read(e.id) for e in store.read_index().deliveries
               if e.id in known and e.workflow in catalog.workflows]
@@ -55,7 +64,7 @@ def same_graph(state: "Delivery", wf: Workflow) -> bool:
 
 def nightly_schedule(catalog: Catalog) -> dg.ScheduleDefinition:
     @dg.schedule(name="nightly", cron_schedule="0 2 * * *", job_name=ASSET_JOB,
-                 execution_timezone="UTC")
+                 execution_timezone="UTC", description=NIGHTLY)
     def nightly(context: dg.ScheduleEvaluationContext, specops: SpecopsResource):
         """One run per delivery with pending or interrupted steps and no closed gate in front."""
         day = context.scheduled_execution_time.strftime("%Y-%m-%d")

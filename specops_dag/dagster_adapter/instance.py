@@ -15,7 +15,7 @@ from specops_dag.process import ProcessResult, run_process
 
 PARTITIONS = "delivery"
 DAGSTER_YAML = """\
-# Written by specops. Default storage: sqlite under this folder (see README for Postgres).
+# Written by specops. Default storage: sqlite under this folder (Postgres: docs/operations.md).
 telemetry:
   enabled: false
 nux:
