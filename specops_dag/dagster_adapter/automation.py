@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 # Dagster's implicit asset job: every asset of the location, what the UI's "Materialize" launches.
 # The nightly schedule targets it by name rather than declaring a second job over every node,
 # which would cost as much to load as all the workflow jobs together (`target=AssetSelection
-# .all()` makes one). A schedule has one target job and the UI hides this one (its Target row reads "None"): the description says
-# what the schedule launches instead.
+# .all()` makes one). A schedule has one target job and the UI hides this one (its Target row
+# reads "None"): the description says what the schedule launches instead.
 ASSET_JOB = "__ASSET_JOB"
 NIGHTLY = ("Every night at 02:00 UTC, one run per delivery (partition) that has pending or "
            "interrupted nodes with no closed gate in front: those nodes and their downstream "
