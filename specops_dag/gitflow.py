@@ -28,7 +28,7 @@ EXCLUDE_MARK = "# specops-dag: kept out of commits and `git status`"
 GIT_DEADLINE_S = 300
 # Files of phases/<d>/ that are scratch, not metadata worth a commit; the session transcripts
 # (`stepN-output.json`: every command's output) are kept there for debugging, never committed.
-SCRATCH = {".lock", ".run.lock", "runs", "validation", "last-message.txt", "sessions"}
+SCRATCH = {".lock", ".run.lock", ".owners", "runs", "validation", "last-message.txt", "sessions"}
 TRANSCRIPT = re.compile(r"step\d+-output\.json")
 # Who specops's own commits (product, metadata, merges, QA snapshots) are by.
 IDENTITY = {"GIT_AUTHOR_NAME": "specops", "GIT_AUTHOR_EMAIL": "specops@localhost",

@@ -497,9 +497,20 @@ def preview(root: Path, state: Delivery, step: Step, catalog: Catalog) -> Prompt
         return assemble_prompt(root, will_be, step, catalog, cwd, tree=tree)
 
 
+def sent_text(prompt: Prompt) -> str:
+    """The prompt's text as the attempt sends it and keeps it in `prompt.md`: secret values of
+    the environment (what the agent's sessions exclude) are `***`."""
+    from specops_dag.agent.codex import AgentSettings, agent_excludes, secret_values
+    from specops_dag.files import redact
+
+    return redact(prompt.text, secret_values(dict(os.environ),
+                                             agent_excludes(AgentSettings.from_env())))
+
+
 def render_dry_run(root: Path, state: Delivery, step: Step, catalog: Catalog,
-                   as_json: bool) -> str:
-    """What `specops dry-run` prints: the prompt's parts path by path, or a command step's argv."""
+                   as_json: bool, show_prompt: bool = False) -> str:
+    """What `specops dry-run` prints: the prompt's parts path by path (`show_prompt`: the prompt
+    itself), or a command step's argv; as JSON, the parts and the prompt."""
     prompt = preview(root, state, step, catalog)
     head = {"delivery": state.phase, "node": step.name, "step": step.step, "phase": step.phase}
     if prompt is None:
@@ -514,8 +525,10 @@ def render_dry_run(root: Path, state: Delivery, step: Step, catalog: Catalog,
         return json.dumps({**head, "executor": "codex", "parts": [
             {"label": p.label, "path": p.path, "chars": p.chars} for p in prompt.parts],
             "total_chars": prompt.total_chars, **({"review": {
-                "phase": review, "max_rounds": node.review.max_rounds}} if review else {})},
-            indent=2)
+                "phase": review, "max_rounds": node.review.max_rounds}} if review else {}),
+            "prompt": sent_text(prompt)}, indent=2)
+    if show_prompt:
+        return sent_text(prompt)
     lines = [f"dry-run of {state.phase} / {step.name} (step {step.step}, phase {step.phase}): "
              "nothing is changed"]
     for p in prompt.parts:

@@ -121,9 +121,12 @@ Attempt = Annotated[
 
 class Scenario(Strict):
     """Per node id (or `<delivery>/<node>`, or `*` for any node not named): attempts in order,
-    each a list of turns or a literal agent."""
+    each a list of turns or a literal agent. A node asked for more attempts than it lists gets
+    an error naming the count, or with `repeat: true` its last attempt again: the demo's
+    scenario answers a node reopened and run again, however often."""
 
     kind: Literal["replay-scenario"] = "replay-scenario"
+    repeat: bool = False
     nodes: dict[str, list[Attempt]]
 
 
@@ -197,6 +200,8 @@ class ReplayState:
                 self.threads[thread] = (key, n, 0)
             key, attempt, index = self.threads[thread]
             attempts = self.scenario.nodes[key]
+            if attempt >= len(attempts) and self.scenario.repeat and attempts:
+                attempt = len(attempts) - 1
             if attempt >= len(attempts):
                 return Play(None, f"replay scenario for `{key}` has {len(attempts)} attempt(s), "
                                   f"not {attempt + 1}")

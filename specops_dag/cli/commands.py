@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from specops_dag.builtin import WORKSPACE
 from specops_dag.delivery.queries import check_delivery_id
 from specops_dag.errors import DefinitionError, SpecopsError, UsageError
 
@@ -60,7 +59,33 @@ def fail_cleanly(fn):
     return wrapper
 
 
+def package_version(distribution: str = "specops-dag", pyproject: Path | None = None) -> str:
+    """The installed distribution's version; in a checkout run without an install, the version
+    of its pyproject.toml."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        import tomllib
+
+        from specops_dag.builtin import CHECKOUT
+
+        with (pyproject or CHECKOUT / "pyproject.toml").open("rb") as file:
+            return tomllib.load(file)["project"]["version"]
+
+
+def show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    # click's own version_option, but looked up only when asked: importlib.metadata alone
+    # costs ~50 ms, which every `specops status` would pay.
+    if value and not ctx.resilient_parsing:
+        click.echo(f"specops {package_version()}")
+        ctx.exit()
+
+
 @click.group()
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=show_version,
+              help="Print `specops <version>` and exit.")
 @click.option("--root", envvar="SPECOPS_ROOT",
               type=click.Path(file_okay=False, exists=True, path_type=Path),
               default=".", show_default=True, help="Harness root (env SPECOPS_ROOT).")
@@ -94,7 +119,8 @@ def check(ctx: click.Context) -> None:
 
 
 @main.command()
-@click.option("--kind", type=click.Choice(["workflow", "phase", "skill-graph"]))
+@click.option("--kind", type=click.Choice(["workflow", "phase", "skill-graph"]),
+              help="Print only this kind's schema (default: all three, keyed by kind).")
 def schema(kind: str | None) -> None:
     """Print the JSON Schema of the definition files, for editor completion."""
     from specops_dag.workflow.model import Phase, SkillGraph, Workflow
@@ -152,10 +178,15 @@ def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
     """Create a delivery of WORKFLOW with id DELIVERY and register its Dagster partition."""
     from specops_dag.delivery import lifecycle as ops
     from specops_dag.delivery.platform import platform_line
-    from specops_dag.workflow.catalog import definition_roots, load_catalog
+    from specops_dag.workflow.catalog import definition_roots, load_catalog_for
 
     request = read_request(request_text, request_file)
-    catalog = load_catalog(definition_roots(ctx.obj), display_base=ctx.obj, skill_names=True)
+    catalog, others = load_catalog_for(definition_roots(ctx.obj), workflow, display_base=ctx.obj,
+                                       skill_names=True)
+    if others:  # broken definitions this workflow does not use
+        files = ", ".join(dict.fromkeys(p.partition(": ")[0] for p in others))
+        click.echo(f"warning: {len(others)} problem(s) in definitions `{workflow}` does not use "
+                   f"({files}); `specops check` lists them", err=True)
     check_hook_rules(ctx.obj)
 
     def register() -> None:
@@ -177,6 +208,25 @@ def new(ctx, workflow, delivery, request_text, request_file, target, platforms,
                    + f" ({policy.origin})")
     if state.platforms_from or catalog.platforms_of(workflow):
         click.echo(platform_line(state.platforms_from))
+    for line in before_first_run(store_of(ctx).root, state):
+        click.echo(line)
+
+
+def before_first_run(root: Path, state: Delivery) -> list[str]:
+    """What `new` says stops the first run: each gate in its way, and a missing `dotnet` where
+    a step validates `full` (with the way to run without one)."""
+    from specops_dag.delivery.queries import ahead_lines, gate_plan, runnable_steps
+
+    lines = ahead_lines(state.phase, gate_plan(root, state), "first",
+                        bool(runnable_steps(state)))
+    full = [s.name for s in state.steps if s.validation == "full"]
+    if full and shutil.which("dotnet") is None:
+        lines.append(f"note: `dotnet` is not on PATH and {', '.join(full)} validate `full` (a "
+                     ".NET build and tests), so the first of them will block before its agent "
+                     "call: install the .NET 10 SDK (https://dot.net/download), or, for a change "
+                     "of documentation only, create the delivery with `specops new "
+                     f"{state.workflow} <id> --validation docs-only ...`")
+    return lines
 
 
 def target_policy(catalog, workflow: str, repo: Path, validation: str | None):
@@ -345,23 +395,31 @@ def approve(ctx, delivery: str, gate: str, note: str, reject: bool) -> None:
 @main.command("dry-run")
 @click.argument("delivery")
 @click.argument("node", required=False)
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--prompt", "show_prompt", is_flag=True, help="Print the prompt itself, exactly as "
+              "the next attempt would send it (secret values as `***`, as in its prompt.md).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output: the parts and "
+              "the prompt.")
 @click.pass_context
 @fail_cleanly
-def dry_run_command(ctx, delivery: str, node: str | None, as_json: bool) -> None:
-    """Show what the next attempt's prompt would inject, path by path; change nothing."""
+def dry_run_command(ctx, delivery: str, node: str | None, show_prompt: bool,
+                    as_json: bool) -> None:
+    """Show what the next attempt's prompt would inject, path by path (or, with --prompt, the
+    prompt); change nothing."""
     check_delivery_id(delivery)
-    click.echo(render_dry_run(store_of(ctx), delivery, node, as_json))
+    text = render_dry_run(store_of(ctx), delivery, node, as_json, show_prompt)
+    click.echo(text, nl=not text.endswith("\n"))
 
 
-def render_dry_run(store: Store, delivery: str, node: str | None, as_json: bool) -> str:
+def render_dry_run(store: Store, delivery: str, node: str | None, as_json: bool,
+                   show_prompt: bool = False) -> str:
     from specops_dag.agent.prompt import pick_step
     from specops_dag.agent.prompt import render_dry_run as render_preview
     from specops_dag.delivery import lifecycle as ops
 
     state = store.read(delivery)
     step = pick_step(state, node)
-    return render_preview(store.root, state, step, ops.snapshot_catalog(store, state), as_json)
+    return render_preview(store.root, state, step, ops.snapshot_catalog(store, state), as_json,
+                          show_prompt)
 
 
 @main.command()
@@ -413,8 +471,12 @@ def run_delivery(root: Path, delivery: str, executor: str, timeout_s: float) -> 
         pass  # a state lock that cannot be taken is said here, not in a step's traceback
     # One `specops run` per delivery at a time: a second one reports the conflict at once,
     # before it imports pydantic or Dagster.
-    with held(folder / ".run.lock", f"delivery `{delivery}` (another `specops run`)", 0, root):
-        return run_locked(root, delivery, executor, timeout_s)
+    with held(folder / ".run.lock", f"delivery `{delivery}` (another `specops run`)", 0, root,
+              owned=True):  # its owner record names this process to a loser on another host
+        from specops_dag.cli.ui import demo_replay
+
+        with demo_replay(root, click.echo):  # a demo root's runs play its scenario
+            return run_locked(root, delivery, executor, timeout_s)
 
 
 def store_of_root(root: Path) -> Store:
@@ -511,14 +573,14 @@ def unfinished(state: Delivery) -> str:
               default=Path(".specops-demo"), show_default=True,
               help="Where the demo harness roots go (a fresh demo-N each time).")
 @click.option("--executor", type=click.Choice(["multiprocess", "in_process"]),
-              default="multiprocess", show_default=True)
+              default="multiprocess", show_default=True, help="Dagster executor for the run.")
 @fail_cleanly
 def demo(directory: Path, executor: str) -> None:
     """Run a quick-delivery on a .NET fixture with the real codex CLI and the replay agent."""
     import os
 
     from specops_dag.agent.codex import AgentSettings, ensure_codex
-    from specops_dag.cli.demo import create_demo_delivery, prepare_demo, start_replay
+    from specops_dag.cli.demo import create_demo_delivery, next_commands, prepare_demo
     from specops_dag.dagster_adapter.instance import register_delivery, resolve_dagster_home
 
     # No codex anywhere (a wheel install): the pinned CLI goes into the per-user cache first.
@@ -535,12 +597,9 @@ def demo(directory: Path, executor: str) -> None:
         click.echo("note: `dotnet` is not on PATH, so this demo validates its documentation-only "
                    "change with docs-only; full validation (build with -warnaserror, dotnet test "
                    "with TRX) needs the .NET 10 SDK on PATH")
-    server = start_replay(plan)
-    os.environ.update(SPECOPS_REPLAY_URL=server.url, DAGSTER_HOME=str(home))
-    try:
-        code = run_delivery(plan.root, plan.delivery, executor, 1800)
-    finally:
-        server.stop()
+    os.environ.pop("SPECOPS_REPLAY_URL", None)  # the demo plays its own scenario, no other
+    os.environ["DAGSTER_HOME"] = str(home)
+    code = run_delivery(plan.root, plan.delivery, executor, 1800)  # with the demo's replay agent
     state = store_of_root(plan.root).read(plan.delivery)
     click.echo(f"state: {plan.root / 'phases' / plan.delivery / 'index.json'}")
     if state.worktree:
@@ -558,17 +617,35 @@ def demo(directory: Path, executor: str) -> None:
                            f"{project.skipped} skipped")
     click.echo(f"Dagster: DAGSTER_HOME={home}; the run log is in "
                f"{plan.root / 'phases' / plan.delivery / 'runs'}")
-    dagster = Path(sys.executable).parent / "dagster"
-    click.echo(f"UI: cd {plan.root} && DAGSTER_HOME={home} {dagster} dev -w "
-               f"{WORKSPACE} -h 127.0.0.1 -p 3000")
+    for line in next_commands(plan.root, home):
+        click.echo(line)
     sys.exit(code)
+
+
+@main.command()
+@click.option("--port", type=click.IntRange(1, 65535), default=3000, show_default=True,
+              help="The webserver's port on 127.0.0.1.")
+@click.pass_context
+@fail_cleanly
+def ui(ctx: click.Context, port: int) -> None:
+    """Start the Dagster UI (`dagster dev` on 127.0.0.1) for the harness root, with its
+    DAGSTER_HOME and SPECOPS_ROOT; in a `specops demo` root also its replay agent, so a run the
+    UI, a sensor or a schedule launches never calls a model provider. Ctrl-C stops it."""
+    from specops_dag.cli.ui import demo_replay_server, exec_ui, replay_note
+    from specops_dag.dagster_adapter.instance import resolve_dagster_home
+
+    server = demo_replay_server(ctx.obj)
+    if server is not None:
+        click.echo(replay_note(ctx.obj, server.url))
+    exec_ui(ctx.obj, resolve_dagster_home(ctx.obj), port, server, click.echo)
 
 
 @main.command()
 @click.argument("path", required=False, default=".",
                 type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--mode", type=click.Choice(["full", "docs-only"]), default="full",
-              show_default=True)
+              show_default=True, help="full: build and test; docs-only: pass a change of "
+              "documentation only (against --base), else validate in full.")
 @click.option("--base", default="HEAD", show_default=True, help="docs-only: the commit the "
               "change is measured against.")
 @click.option("--delivery", default="", help="docs-only: the delivery whose phases/ files count "
@@ -582,9 +659,13 @@ def demo(directory: Path, executor: str) -> None:
 @fail_cleanly
 def validate(path: Path, mode: str, base: str, delivery: str, judge: str | None,
              baseline: Path | None, as_json: bool) -> None:
-    """Validate a .NET repository as a step would (exit 0 pass, 1 fail, 3 environment: no SDK,
-    or one the target policy refuses), with the layout of PATH/workflow_defs/validation.yaml
-    when there is one."""
+    """Validate a .NET repository as a step would, with the layout of
+    PATH/workflow_defs/validation.yaml when there is one.
+
+    Exit codes: 0 passed; 1 failed (the report names the stage and what to fix), or git could
+    not read the repository; 2 bad input (an option, PATH, validation.yaml or the --baseline
+    file; nothing ran); 3 environment: no `dotnet` on PATH, an SDK or runtime the target policy
+    refuses, or a NuGet audit failure that validation.yaml blames on the environment."""
     import tempfile
 
     from specops_dag.validation import validate_attempt
@@ -592,12 +673,26 @@ def validate(path: Path, mode: str, base: str, delivery: str, judge: str | None,
 
     layout = load_layout(path.resolve())
     layout = layout.model_copy(update={"judge": judge}) if judge else layout
-    base_report = json.loads(baseline.read_text(encoding="utf-8")) if baseline else None
+    base_report = read_baseline(baseline) if baseline else None
     with tempfile.TemporaryDirectory(prefix="specops-validate-") as logs:
         report = validate_attempt(mode, path.resolve(), delivery=delivery, base_commit=base,
                                   log_dir=Path(logs), config=layout, baseline=base_report)
         click.echo(json.dumps(report.as_metadata(), indent=2) if as_json else report.describe())
     sys.exit(0 if report.passed else 3 if report.blame == "environment" else 1)
+
+
+def read_baseline(path: Path) -> dict:
+    """A base tree's `specops validate --json` report, refused as bad input when it is not one."""
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        report, why = None, str(err)
+    else:
+        why = f"a JSON {type(report).__name__}, not an object"
+    if not isinstance(report, dict):
+        raise UsageError(f"--baseline {path}: not a `specops validate --json` report ({why}); "
+                         "pass the file `specops validate --json` wrote for the base tree")
+    return report
 
 
 @main.command("replay-server")

@@ -2,6 +2,10 @@
 from a `dotnet_fixtures/` repository (a real git repo), starts the replay agent, creates a
 `quick-delivery` delivery and runs it through Dagster with the real codex CLI.
 
+The demo's root keeps a copy of the scenario (`cli.ui.DEMO_MARK`): `specops run` and `specops ui`
+in that root start the replay agent again, so a re-run (a reopen, a run the UI or a sensor
+launches) plays the scenario too and never calls a model provider.
+
 With a .NET 10 SDK on PATH the demo takes the `all-pass-net10` fixture (net10.0), with an older
 SDK the `all-pass` one (net8.0), and validates `full` for real. Without `dotnet` on PATH the
 delivery validates `docs-only` (its change is documentation only) and says what full validation
@@ -12,14 +16,17 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from specops_dag.agent.replay import ReplayServer, load_scenario
 from specops_dag.builtin import DEMO_SCENARIO as SCENARIO
-from specops_dag.builtin import FIXTURES
+from specops_dag.builtin import FIXTURES, WORKSPACE
+from specops_dag.cli.ui import DEMO_MARK, HOST, REPLAY_LOG, dagster_bin
 from specops_dag.delivery import lifecycle as ops
 from specops_dag.delivery.gates import approve
 from specops_dag.delivery.store import Store
@@ -71,6 +78,8 @@ def prepare_demo(base: Path, dotnet_available: bool) -> DemoPlan:
     git_out(root, "add", "-A")
     git_out(root, "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "commit",
             "-q", "--no-verify", "-m", "demo fixture", env={**os.environ, **who})
+    (root / DEMO_MARK).parent.mkdir(parents=True, exist_ok=True)  # .specops/ is ignored by git
+    shutil.copyfile(SCENARIO, root / DEMO_MARK)
     return plan
 
 
@@ -89,6 +98,28 @@ def create_demo_delivery(plan: DemoPlan, register: Callable[[], None]) -> None:
 
 
 def start_replay(plan: DemoPlan) -> ReplayServer:
-    log = plan.root / ".specops" / "replay-requests.jsonl"
+    """The demo's replay agent, serving its scenario (`specops demo`, the UI test)."""
+    log = plan.root / REPLAY_LOG
     log.parent.mkdir(parents=True, exist_ok=True)
     return ReplayServer(load_scenario(SCENARIO), log_path=log).start()
+
+
+def specops_bin() -> Path:
+    """This `specops`, absolute: the script the shell ran, else the one beside this Python."""
+    me = Path(sys.argv[0])
+    if me.name == "specops" and me.is_file():
+        return me.absolute()
+    return Path(sys.executable).parent / "specops"
+
+
+def next_commands(root: Path, home: Path) -> list[str]:
+    """What the demo prints last: its root's UI and nightly schedule as commands that work from
+    any folder (absolute paths, every variable they need). `specops ui` starts the replay agent
+    beside `dagster dev`: the demo's own agent stops with the demo."""
+    q = shlex.quote
+    return [f"UI: DAGSTER_HOME={q(str(home))} {q(str(specops_bin()))} --root {q(str(root))} ui",
+            f"  dagster dev on http://{HOST}:3000 with this demo's replay agent: a run the UI, "
+            "the gate_approvals sensor or the nightly schedule launches plays the demo's "
+            "scenario, never a model provider; Ctrl-C stops both",
+            f"nightly schedule: SPECOPS_ROOT={q(str(root))} DAGSTER_HOME={q(str(home))} "
+            f"{q(str(dagster_bin()))} schedule start nightly -w {q(str(WORKSPACE))}"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +36,7 @@ from specops_dag.delivery.queries import (
     gate_open,
     open_risks,
     owner_alive,
+    owner_named,
     target_of,
     work_path,
 )
@@ -44,6 +44,7 @@ from specops_dag.delivery.store import Store, render
 from specops_dag.errors import BlockedError, StateError, UsageError, WriteConflict
 from specops_dag.files import now_iso, sha256_file, write_bytes_atomic
 from specops_dag.graph import topological_order
+from specops_dag.locking import this_process
 from specops_dag.workflow.catalog import Catalog, load_snapshot
 
 SNAPSHOT_DIR = "snapshot"
@@ -274,11 +275,19 @@ def downstream_of(state: Delivery, node: str) -> list[str]:
     return [s.name for s in state.steps if s.name in hit]
 
 
-def current_owner() -> Owner:
-    import psutil
+def current_owner(lease: Path | None = None) -> Owner:
+    """This process as a step's owner; `lease`: where it renews its owner record
+    (`Store.lease`), so another host can judge it."""
+    me = this_process()
+    return Owner(pid=me.pid, create_time=me.started or 0.0, host=me.host, boot_id=me.boot_id,
+                 lease=str(lease) if lease is not None else None)
 
-    me = psutil.Process()
-    return Owner(pid=me.pid, create_time=me.create_time(), host=socket.gethostname())
+
+def owns(owner: Owner | None) -> bool:
+    """Is `owner` this process (a pid is unique on its host while it lives)?"""
+    me = this_process()
+    return owner is not None and (owner.host, owner.pid, owner.boot_id) == (
+        me.host, me.pid, me.boot_id)
 
 
 def reopen(store: Store, delivery: str, node: str, reason: str = "") -> list[str]:
@@ -293,7 +302,8 @@ def reopen(store: Store, delivery: str, node: str, reason: str = "") -> list[str
             step = steps[name]
             if step.status == "running" and owner_alive(step.owner):
                 raise WriteConflict(f"write conflict: step `{name}` of `{delivery}` is running "
-                                    f"(pid {step.owner.pid}); wait for it to finish, then reopen")
+                                    f"({owner_named(step.owner)}); wait for it to finish, then "
+                                    "reopen")
         stamp = now_iso()
         for name in names:
             step = steps[name]

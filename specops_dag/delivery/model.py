@@ -105,9 +105,13 @@ class Snapshot(Model):
 
 
 class Owner(Model):
+    """The process that marked a step running (`locking.owner_alive` judges it)."""
+
     pid: int
     create_time: float
     host: str
+    boot_id: str | None = None  # None: recorded before boot ids were
+    lease: str | None = None  # the absolute path of its owner record, renewed while it runs
 
 
 class Revision(Model):

@@ -134,18 +134,26 @@ def agent_path(path: Path, cwd: Path) -> str:
 
 
 def owner_alive(owner: Owner | None) -> bool:
+    """Is the process that marked a step running still at it? `locking.owner_alive` judges: on
+    this host by its pid, on another by the lease its owner record holds (`owner.lease`)."""
     if owner is None:
         return False
-    import socket  # both load on first use: a delivery with nothing running needs neither
+    import time  # all load on first use: a delivery with nothing running needs none
 
-    if owner.host != socket.gethostname():
-        return False
-    import psutil
+    from specops_dag import locking
 
-    try:
-        return abs(psutil.Process(owner.pid).create_time() - owner.create_time) < 0.01
-    except psutil.NoSuchProcess:
-        return False
+    record = locking.OwnerRecord(owner.host, owner.pid, owner.boot_id, owner.create_time)
+    leased = locking.read_owner(Path(owner.lease)) if owner.lease else None
+    if leased is not None and leased.same_process(record):
+        record = leased
+    return locking.owner_alive(record, time.time())
+
+
+def owner_named(owner: Owner) -> str:
+    """`pid N`, with `on host H` when the step runs on another host."""
+    from specops_dag import locking
+
+    return locking.OwnerRecord(owner.host, owner.pid, owner.boot_id, owner.create_time).named()
 
 
 def gate_open(state: Delivery, gate: str) -> bool:
@@ -203,6 +211,67 @@ def runnable_steps(state: Delivery) -> list[str]:
         if step.status == "pending" or interrupted:
             out.append(step.name)
     return out
+
+
+def gates_ahead(state: Delivery) -> list[dict]:
+    """The closed gates the next run stops at, each once, in step order: those of the pending
+    (or interrupted) steps it reaches — steps whose every upstream step is completed or reached
+    with no closed gate. `node`: the first step behind the gate; `after`: its upstream steps
+    the run completes first."""
+    passes = {s.name for s in state.steps if s.status == "completed"}
+    ahead: dict[str, dict] = {}
+    for step in state.steps:
+        waiting = step.status == "pending" or (step.status == "running"
+                                               and not owner_alive(step.owner))
+        if not waiting or not set(step.needs) <= passes:
+            continue
+        closed = closed_gates(state, step)
+        if not closed:
+            passes.add(step.name)
+        for gate in closed:
+            ahead.setdefault(gate, {
+                "gate": gate, "node": step.name, "question": QUESTIONS[gate],
+                "after": [n for n in step.needs if get_step(state, n).status != "completed"],
+                "approve": f"specops approve {state.phase} {gate} --note ...", "decides_on": []})
+    return list(ahead.values())
+
+
+def gate_plan(root: Path, state: Delivery) -> list[dict]:
+    """`gates_ahead`, each with `decides_on`: the steps that ask the gate after their work and
+    have not run, so it cannot be decided before the run (`specops approve` refuses). Only a
+    gate behind a step the run completes first can be one: then the delivery's snapshot is read."""
+    ahead = gates_ahead(state)
+    behind = [entry for entry in ahead if entry["after"]]
+    if behind:
+        from specops_dag.delivery.gates import not_yet_run  # the snapshot's YAML, when needed
+        from specops_dag.delivery.store import Store
+
+        store = Store(root)
+        for entry in behind:
+            entry["decides_on"] = not_yet_run(store, state, entry["gate"])
+    return ahead
+
+
+def ahead_lines(delivery: str, ahead: list[dict], run: str, runnable: bool) -> list[str]:
+    """What must be decided before the `run` ("first" or "next") run, for `new` and `status`;
+    `runnable`: some step can run before any of these gates."""
+    lines = []
+    for entry in ahead:
+        gate, node, command = entry["gate"], entry["node"], entry["approve"]
+        if entry["decides_on"]:
+            names = ", ".join(f"`{n}`" for n in entry["decides_on"])
+            lines.append(f"the {run} run stops at gate `{gate}` in front of `{node}`: it decides "
+                         f"on what {names} writes; decide it once that has run")
+            continue
+        if entry["after"]:
+            lines.append(f"before the {run} run reaches `{node}`: gate `{gate}` needs approval, "
+                         f"or the run stops there: `{command}`")
+        else:
+            then = "" if runnable else f", then `specops run {delivery}`"
+            lines.append(f"before the {run} run: gate `{gate}` in front of `{node}` needs "
+                         f"approval: `{command}`{then}")
+        lines.append(f"  question: {entry['question']}")
+    return lines
 
 
 def source_path(root: Path, display: str) -> Path | None:
@@ -282,7 +351,7 @@ def gate_prompt(state: Delivery, step: Step) -> dict[str, object] | None:
 def status_report(root: Path, state: Delivery) -> dict:
     """What `specops status ID` adds to the state: runnable steps, drift, open questions, tokens."""
     return {"status": delivery_status(state), "runnable": runnable_steps(state),
-            "drift": drift(root, state),
+            "gates_ahead": gate_plan(root, state), "drift": drift(root, state),
             "gates": {s.name: ask for s in state.steps
                       if s.status == "blocked" and (ask := gate_prompt(state, s))},
             "open_risks": [{"node": r.node, "path": r.path, "raised_at": r.raised_at}
@@ -343,6 +412,9 @@ def render_status(state: Delivery, report: dict) -> str:
             line += f" {s.blocked_reason}"
         if s.preflight:
             line += f"\n       {preflight_line(s.preflight)}"
+        checked = s.validation_report
+        if checked is not None and checked.mode == "docs-only→full" and checked.notes:
+            line += f"\n       {checked.notes[0]}"  # why a docs-only step validated in full
         if s.tasks:
             merged = sum(t.status == "merged" for t in s.tasks)
             line += f"\n       tasks: {merged} of {len(s.tasks)} merged"
@@ -366,6 +438,9 @@ def render_status(state: Delivery, report: dict) -> str:
     lines += cost_lines(state, report.get("cost"))
     if report["runnable"]:
         lines.append(f"next: `specops run {state.phase}` runs {', '.join(report['runnable'])}")
+    first = all(s.status == "pending" and not s.attempt_log for s in state.steps)
+    lines += ahead_lines(state.phase, report.get("gates_ahead", []), "first" if first else "next",
+                         bool(report["runnable"]))
     lines += [f"drift: {d}" for d in report["drift"]]
     return "\n".join(lines)
 

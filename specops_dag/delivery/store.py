@@ -1,6 +1,7 @@
 """Delivery state on disk: reading a state file (size cap, exact errors, migration), the
-delivery's own rules checked before use, and `Store` — paths, the per-delivery lock and atomic
-transactions over `phases/`. Nothing here knows Dagster or how a step runs."""
+delivery's own rules checked before use, and `Store` — paths, the per-delivery lock, the leases
+of running steps and atomic transactions over `phases/`. Nothing here knows Dagster or how a
+step runs."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from specops_dag.delivery.model import (
 )
 from specops_dag.errors import StateError, UsageError
 from specops_dag.files import now_iso, write_bytes_atomic, write_json_atomic
-from specops_dag.locking import held, lock_holder  # noqa: F401 — lock_holder: part of this API
+from specops_dag.locking import OWNERS, Lease, held, lock_holder  # noqa: F401 — lock_holder: API
 
 
 def migrate(data: dict, where: str) -> dict:
@@ -150,6 +151,7 @@ class Store:
         self.root = Path(root)
         self.phases = self.root / "phases"
         self.lock_timeout_s = lock_timeout_s
+        self.leases: dict[tuple[str, str], Lease] = {}
 
     def delivery_dir(self, delivery: str) -> Path:
         return self.phases / delivery
@@ -197,6 +199,23 @@ class Store:
         under the lock leaves the tree byte-identical (the file is created once, empty)."""
         with held(self.phases / name, what, self.lock_timeout_s, self.root):
             yield
+
+    def lease(self, delivery: str, node: str) -> Path:
+        """Write this process's owner record of its claim of `node` (`phases/<d>/.owners/
+        <node>.json`, replacing a dead owner's) and renew it until `release`: another host
+        judges the step's owner by it. Taken under the delivery's lock, before the claim is
+        written, so no claim is ever without it. Returns its absolute path (the same on every
+        host: the harness root is mounted at one path everywhere)."""
+        self.release(delivery, node)
+        path = Path(os.path.abspath(self.phases / delivery / OWNERS / f"{node}.json"))
+        self.leases[delivery, node] = Lease(path)
+        return path
+
+    def release(self, delivery: str, node: str) -> None:
+        """Stop renewing the owner record of `node` and remove it (if this process took one)."""
+        lease = self.leases.pop((delivery, node), None)
+        if lease is not None:
+            lease.end()
 
     @contextlib.contextmanager
     def transaction(self, delivery: str, step: str | None = None, *,

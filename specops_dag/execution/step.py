@@ -19,7 +19,13 @@ from specops_dag.agent.prompt import assemble_prompt
 from specops_dag.delivery import pricing
 from specops_dag.delivery.budget import budget_spent
 from specops_dag.delivery.gates import WAITING, block_reason, raise_risk
-from specops_dag.delivery.lifecycle import current_owner, snapshot_catalog, target_path, workdir
+from specops_dag.delivery.lifecycle import (
+    current_owner,
+    owns,
+    snapshot_catalog,
+    target_path,
+    workdir,
+)
 from specops_dag.delivery.model import (
     METADATA_PENDING,
     AttemptRecord,
@@ -34,6 +40,7 @@ from specops_dag.delivery.queries import (
     delivery_tokens,
     is_git_target,
     owner_alive,
+    owner_named,
     runs_beside_others,
     step_drift,
     step_tokens,
@@ -101,8 +108,18 @@ def run_step(store: Store, delivery: str, node: str, workflow: str | None = None
              sessions: int | None = None) -> StepOutcome:
     """Run the next attempt of `node` if it may run; otherwise say why not. Never fakes success.
     `progress` hears a fan-out's task events as they happen (the Dagster run's log); `sessions`
-    caps how many of its task sessions run at once (the `codex` pool's limit)."""
-    settings = settings or AgentSettings()
+    caps how many of its task sessions run at once (the `codex` pool's limit). The owner record
+    its claim writes (`Store.lease`) is renewed until the call ends."""
+    try:
+        return attempt_step(store, delivery, node, workflow, settings or AgentSettings(),
+                            max_attempts, progress, sessions)
+    finally:
+        store.release(delivery, node)  # after the verdict is recorded: the claim is over
+
+
+def attempt_step(store: Store, delivery: str, node: str, workflow: str | None,
+                 settings: AgentSettings, max_attempts: int,
+                 progress: Callable[[str], None] | None, sessions: int | None) -> StepOutcome:
     claim = claim_step(store, delivery, node, workflow, max_attempts, settings)
     if isinstance(claim, StepOutcome) and claim.status == "reused" and claim.commits.get(
             "metadata") == METADATA_PENDING:
@@ -218,7 +235,7 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
         if block:
             state.block(step, block)
             return StepOutcome("blocked", node, block)
-        state.start(step, current_owner())
+        state.start(step, current_owner(store.lease(delivery, node)))
         if step.attempts == 1:
             step.base_commit = head_commit(workdir(store, state, step))
         step.consumed = {**request_inputs(store, state, step, catalog),
@@ -432,7 +449,7 @@ def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
                            f"{step.error_message}; fix the cause, then `specops resume {d} {name}`")
     if step.status == "running" and owner_alive(step.owner):
         return StepOutcome("blocked", name, f"write conflict: step `{name}` is already running "
-                           f"(pid {step.owner.pid})")
+                           f"({owner_named(step.owner)})")
     not_done = [n for n in step.needs if state.get_step(n).status != "completed"]
     if not_done:
         return StepOutcome("skipped", name, "upstream not completed: " + ", ".join(
@@ -546,7 +563,7 @@ def _record(store: Store, delivery: str, node: str, result: AttemptResult,
             settings: AgentSettings | None = None) -> bool:
     with store.transaction(delivery, node) as state:
         step = state.get_step(node)
-        if step.status != "running" or step.owner is None or step.owner.pid != current_owner().pid:
+        if step.status != "running" or not owns(step.owner):
             state.log("attempt result dropped", node, "the step was reopened or taken over "
                       "while it ran")
             return False

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from specops_dag.errors import ToolMissing
 from specops_dag.validation.docs_only import docs_only_change
 from specops_dag.validation.dotnet import DEADLINE_S, ValidationReport, validate_full
 from specops_dag.workflow.model import ValidationConfig
@@ -33,7 +34,13 @@ def validate_attempt(mode: str, target: Path, *, delivery: str, base_commit: str
         if decision.docs_only:
             return ValidationReport(True, "docs-only", "docs-only", decision.reason,
                                     target_found=False)
-        full = validate_full(target, log_dir, deadline_s, env, config, baseline)
+        # Why this docs-only step validates in full: the report's first note (kept in the step's
+        # state and its Dagster check metadata, shown by `specops status`), and the message when
+        # the full validation cannot run.
         note = f"docs-only fell back to full validation: {decision.reason}"
+        try:
+            full = validate_full(target, log_dir, deadline_s, env, config, baseline)
+        except ToolMissing as err:
+            raise ToolMissing(f"{note}; {err.message}") from err
         return replace(full, mode="docs-only→full", notes=(note, *full.notes))
     return validate_full(target, log_dir, deadline_s, env, config, baseline)

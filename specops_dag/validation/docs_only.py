@@ -12,8 +12,10 @@ from pathlib import Path, PurePosixPath
 
 from specops_dag.gitflow import GitError, git_out
 
+# What specops itself writes in a delivery's folder. A node's evidence record is committed with
+# its metadata, so a node reopened and run again changes (removes) those of the nodes after it.
 BOOKKEEPING = {"index.json", "prompt.md", "request.md", "last-message.txt", ".lock",
-               ".run.lock"}
+               ".run.lock", "evidence.json"}
 STEP_OUTPUT = re.compile(r"step\d+-output\.json")
 
 
@@ -33,8 +35,8 @@ def classify(path: str, delivery: str) -> str:
         return "bookkeeping"
     if p.parts[:2] != ("phases", delivery):
         return "other"
-    if (p.parts[2:3] in (("snapshot",), ("runs",)) or p.name in BOOKKEEPING
-            or STEP_OUTPUT.fullmatch(p.name)):
+    if (p.parts[2:3] in (("snapshot",), ("runs",), (".owners",), (".revisions",))
+            or p.name in BOOKKEEPING or STEP_OUTPUT.fullmatch(p.name)):
         return "bookkeeping"
     return "doc" if p.suffix == ".md" else "other"  # the delivery's own documents (handoffs)
 

@@ -56,7 +56,9 @@ DROP_ENV = ("DOTNET_MSBUILD_SDK_RESOLVER_SDKS_DIR", "DOTNET_MSBUILD_SDK_RESOLVER
             "TESTINGPLATFORM_EXITCODE_IGNORE", "DOTNET_TEST_RUNNER")
 INSTALL_HINT = ("the .NET SDK (`dotnet`) is not installed or not on PATH: install the .NET 10 "
                 "SDK (https://dot.net/download; it also builds net8.0) so full validation can "
-                "build and test")
+                "build and test; without an SDK, a delivery whose change is documentation only "
+                "can run: create it with `specops new WORKFLOW DELIVERY --validation docs-only "
+                "...` (`specops validate --mode docs-only` for a folder)")
 # NuGet's NU1603 ("… depends on P (>= W) but P W was not found. P G was resolved instead.")
 NU1603 = re.compile(r"error NU1603: \S+ depends on (\S+) \(>= ([^)\s]+)\) but \S+ \S+ was not "
                     r"found\. \S+ (\S+) was resolved instead")

@@ -12,7 +12,7 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 import yaml
@@ -135,6 +135,32 @@ def load_catalog(roots: Iterable[Path], display_base: Path | None = None, *,
         raise DefinitionError(loader.problems)
     return Catalog(loader.workflows, loader.phases, SkillGraph(edges=loader.edges), loader.sources,
                    loader.validation)
+
+
+def load_catalog_for(roots: Iterable[Path], workflow: str, display_base: Path | None = None, *,
+                     skill_names: bool = False) -> tuple[Catalog, list[str]]:
+    """`load_catalog` for creating a delivery of `workflow`: a broken file it does not use (another
+    workflow, a phase or skill only others bind) does not stop it, and its problems come back
+    second, for a warning. The problems of what it uses — its file, its phases, their skills,
+    validation.yaml, skills/graph.yaml — raise `DefinitionError`; the cross-file rules are run
+    again over just those, so another workflow's problem never counts as its own."""
+    roots = [Path(r) for r in roots]
+    loader = _Loader(display_base)
+    for root in roots:
+        loader.load_root(root)
+    unread = list(loader.problems)  # files that did not load: named by the file itself
+    loader.check(skill_names)
+    catalog = Catalog(loader.workflows, loader.phases, SkillGraph(edges=loader.edges),
+                      loader.sources, loader.validation)
+    if not loader.problems:
+        return catalog, []
+    used = loader.files_used(roots, workflow)
+    mine = [p for p in unread if p.partition(": ")[0] in used]
+    if workflow in loader.workflows:
+        mine += [p for p in loader.recheck(workflow, skill_names) if p not in mine]
+    if mine:
+        raise DefinitionError(mine)
+    return catalog, list(loader.problems)
 
 
 def load_snapshot(root: Path, display_base: Path | None = None) -> Catalog:
@@ -395,3 +421,45 @@ class _Loader:
         checks.run()
         if skill_names:
             checks.check_skill_names()
+
+    def phases_used(self, workflow: str) -> dict[str, Phase]:
+        catalog = Catalog(self.workflows, self.phases, SkillGraph(edges=[]), self.sources)
+        return {pid: self.phases[pid] for pid in catalog.phase_ids_of(workflow)
+                if pid in self.phases}
+
+    def files_used(self, roots: list[Path], workflow: str) -> set[str]:
+        """How messages name every file `workflow` uses or would use, loaded or not: its own,
+        its phases' (by id), their skill files, each root's validation.yaml and skill graph."""
+        rels = [VALIDATION_FILE, "skills/graph.yaml", f"workflows/{workflow}.yaml",
+                f"workflows/{workflow}.yml"]
+        phases = self.phases_used(workflow) if workflow in self.workflows else {}
+        if workflow in self.workflows:  # the ids it names, also of phases that did not load
+            nodes = self.workflows[workflow].nodes
+            ids = {n.phase for n in nodes} | set(phases) | {
+                pid for n in nodes if n.review for pid in n.review.phase_ids} | {
+                p.execution.contract.evaluator for p in phases.values() if p.execution.contract}
+            rels += [f"phases/{pid}{ext}" for pid in ids for ext in (".yaml", ".yml")]
+        used = {self.display(root, rel) for root in roots for rel in rels}
+        for pid, phase in phases.items():
+            root = self.sources[("phase", pid)].root
+            used |= {self.display(root, skill.path) for skill in phase.execution.skills}
+        return used
+
+    def recheck(self, workflow: str, skill_names: bool) -> list[str]:
+        """The cross-file rules over `workflow`, its phases and the skill-graph edges from their
+        skills only (what its snapshot keeps); every other definition is known but not checked."""
+        phases = self.phases_used(workflow)
+        bound = {s.id for phase in phases.values() for s in phase.execution.skills}
+        kept = [(e, at) for e, at in zip(self.edges, self.edge_files, strict=True)
+                if e.source in bound]
+        problems: list[str] = []
+        wf = self.workflows[workflow]
+        checks = Checks(problems, self.display, {workflow: wf}, self.phases, dict(self.sources),
+                        [e for e, _ in kept], [at for _, at in kept])
+        for pid, phase in phases.items():  # every phase is looked up, only these are checked
+            checks.check_phase(self.sources[("phase", pid)], phase)
+        checks.check_workflow(self.sources[("workflow", workflow)], wf)
+        checks.check_graph()
+        if skill_names:
+            replace(checks, phases=phases).check_skill_names()
+        return problems

@@ -108,9 +108,11 @@ def test_a_wheel_install_runs_the_demo_from_an_empty_folder_and_installs_the_pin
     assert "handoff develop/changes: phases/demo-1/develop/changes.md" in result.stdout
     assert (f"Dagster: DAGSTER_HOME={root}/.dagster_home; the run log is in "
             f"{root}/phases/demo-1/runs") in lines
-    assert lines[-1] == (f"UI: cd {root} && DAGSTER_HOME={root}/.dagster_home "
-                         f"{installed}/bin/dagster dev -w {where['WORKSPACE']} -h 127.0.0.1 "
-                         "-p 3000")
+    home = f"{root}/.dagster_home"  # the UI and schedule commands, absolute, from the wheel
+    assert lines[-3] == f"UI: DAGSTER_HOME={home} {installed}/bin/specops --root {root} ui"
+    assert lines[-1] == (f"nightly schedule: SPECOPS_ROOT={root} DAGSTER_HOME={home} "
+                         f"{installed}/bin/dagster schedule start nightly -w "
+                         f"{where['WORKSPACE']}")
     assert (root / "FROM-THE-WHEEL.txt").read_text() == "installed\n"
     assert list(empty.iterdir()) == []  # nothing was written where it ran
     # npm ci ran once, with the lock file the wheel ships, in a folder renamed into the cache.

@@ -193,6 +193,10 @@ def test_specops_new_prints_the_platforms_and_status_shows_them(
         result = specops(clean_env, root, "new", "quick-delivery", delivery, "--request", "x",
                          *args)
         assert (result.returncode, result.stderr) == (0, "")
-        assert result.stdout.splitlines()[1:] == [policy, line]
+        assert result.stdout.splitlines()[1:] == [
+            policy, line,
+            f"before the first run: gate `target-write` in front of `develop` needs approval: "
+            f"`specops approve {delivery} target-write --note ...`, then `specops run {delivery}`",
+            "  question: May the agent change the target repository now?"]
     status = specops(clean_env, root, "status", "d1")
     assert status.stdout.splitlines()[2] == "platforms: aspnetcore (from src/TodoApi/TodoApi.csproj)"

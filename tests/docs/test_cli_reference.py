@@ -140,4 +140,6 @@ def test_validate_ends_with_the_exit_codes_its_help_states(tmp_path: Path,
     assert (no_sdk.returncode, no_sdk.stderr) == (
         3, "error: the .NET SDK (`dotnet`) is not installed or not on PATH: install the .NET 10 "
         "SDK (https://dot.net/download; it also builds net8.0) so full validation can build and "
-        "test\n")
+        "test; without an SDK, a delivery whose change is documentation only can run: create it "
+        "with `specops new WORKFLOW DELIVERY --validation docs-only ...` (`specops validate "
+        "--mode docs-only` for a folder)\n")

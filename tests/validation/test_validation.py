@@ -143,7 +143,10 @@ def test_a_missing_dotnet_is_an_environment_error_with_the_install_hint(tmp_path
         validate_full(root, tmp_path / "logs", env=env)
     assert info.value.message == (
         "the .NET SDK (`dotnet`) is not installed or not on PATH: install the .NET 10 SDK "
-        "(https://dot.net/download; it also builds net8.0) so full validation can build and test")
+        "(https://dot.net/download; it also builds net8.0) so full validation can build and test; "
+        "without an SDK, a delivery whose change is documentation only can run: create it with "
+        "`specops new WORKFLOW DELIVERY --validation docs-only ...` (`specops validate --mode "
+        "docs-only` for a folder)")
 
 
 @pytest.mark.e2e
@@ -214,7 +217,9 @@ def test_specops_validate_exits_3_without_dotnet(tmp_path: Path) -> None:
     assert (result.returncode, result.stderr) == (
         3, "error: the .NET SDK (`dotnet`) is not installed or not on PATH: install the .NET 10 "
            "SDK (https://dot.net/download; it also builds net8.0) so full validation can build "
-           "and test\n")
+           "and test; without an SDK, a delivery whose change is documentation only can run: "
+           "create it with `specops new WORKFLOW DELIVERY --validation docs-only ...` (`specops "
+           "validate --mode docs-only` for a folder)\n")
 
 
 @pytest.mark.dotnet

@@ -85,7 +85,9 @@ def test_a_missing_dotnet_blocks_the_step_before_any_agent_call_with_the_install
     assert step.blocked_reason == (
         "environment error: the .NET SDK (`dotnet`) is not installed or not on PATH: install the "
         ".NET 10 SDK (https://dot.net/download; it also builds net8.0) so full validation can "
-        "build and test")
+        "build and test; without an SDK, a delivery whose change is documentation only can run: "
+        "create it with `specops new WORKFLOW DELIVERY --validation docs-only ...` (`specops "
+        "validate --mode docs-only` for a folder)")
     assert step.usage == []  # the preflight needs dotnet before any agent call
     assert not (tmp_path / "requests.jsonl").exists() or not (
         tmp_path / "requests.jsonl").read_text().strip()
