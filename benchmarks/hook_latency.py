@@ -2,7 +2,7 @@
 
 Runs, interleaved in one loop (RUNS times each), on a small .NET-shaped repo in a temp folder:
   - `python3 -c pass` from PATH, and the venv's own interpreter with `-c pass` (bare start-up);
-  - `.venv/bin/specops hook pre-tool-use` and `<venv python> -I <hook_guard.py> pre-tool-use`
+  - `.venv/bin/specops hook pre-tool-use` and `<venv python> -I <specops_dag/hooks/guard.py> pre-tool-use`
     (the command codex runs) on a typical shell payload, and on an apply_patch payload editing
     a C# file (TDD lookup).
 Prints the median wall time of each and its ratio to both baselines (target ≤ 3).
@@ -67,8 +67,8 @@ def main() -> None:
             "venv python -c pass": ([py, "-c", "pass"], b""),
             "specops hook pre-tool-use, shell": (script, json.dumps(SHELL).encode()),
             "specops hook pre-tool-use, C# patch": (script, json.dumps(PATCH).encode()),
-            "python -I hook_guard.py, shell": (module, json.dumps(SHELL).encode()),
-            "python -I hook_guard.py, C# patch": (module, json.dumps(PATCH).encode()),
+            "python -I hooks/guard.py, shell": (module, json.dumps(SHELL).encode()),
+            "python -I hooks/guard.py, C# patch": (module, json.dumps(PATCH).encode()),
         }
         times: dict[str, list[float]] = {name: [] for name in cases}
         for argv, stdin in cases.values():  # warm the page cache once
