@@ -2,7 +2,7 @@
 
 Runs, interleaved in one loop (RUNS times each), on a small .NET-shaped repo in a temp folder:
   - `python3 -c pass` from PATH, and the venv's own interpreter with `-c pass` (bare start-up);
-  - `.venv/bin/specops hook pre-tool-use` and `<venv python> -I <specops_dag/hooks/guard.py> pre-tool-use`
+  - `.venv/bin/specops hook pre-tool-use` and `<venv python> -I <hooks/guard.py> pre-tool-use`
     (the command codex runs) on a typical shell payload, and on an apply_patch payload editing
     a C# file (TDD lookup).
 Prints the median wall time of each and its ratio to both baselines (target ≤ 3).
