@@ -20,7 +20,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,14 +176,16 @@ def owner_path(lock: Path) -> Path:
 
 @contextlib.contextmanager
 def held(path: Path, what: str, timeout_s: float, root: Path,
-         owned: bool = False) -> Iterator[None]:
+         owned: bool = False) -> Iterator[Callable[[], None]]:
     """Hold an exclusive flock on `path` (waiting up to `timeout_s`), or raise WriteConflict
     naming `what` and the holder; a folder where the lock file belongs is a StateError.
 
     `owned`: the lock marks ownership (a run lock). Its owner record (`owner_path`) is kept while
     it is held and names the holder to a loser on another host, where /proc/locks cannot. A live
     record of another host found once the flock is ours is a conflict too: that host holds the
-    lock through a file system whose flock does not reach here."""
+    lock through a file system whose flock does not reach here. The record is written when the
+    holder calls what this yields (once it knows the command will go on), so a command refused
+    under the lock still leaves the tree byte-identical."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
@@ -192,7 +194,13 @@ def held(path: Path, what: str, timeout_s: float, root: Path,
         raise StateError(f"{rel} is a folder, not the lock file specops takes; if no specops "
                          f"command is running, remove it (`rm -r {path}`) and retry; nothing "
                          "was changed") from None
-    lease = None
+    lease: Lease | None = None
+
+    def claim() -> None:
+        nonlocal lease
+        if owned and lease is None:
+            lease = Lease(owner_path(path))
+
     try:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -208,8 +216,7 @@ def held(path: Path, what: str, timeout_s: float, root: Path,
             if other is not None and other.host != socket.gethostname() and owner_alive(
                     other, time.time()):
                 raise conflict(what, other.named())
-            lease = Lease(owner_path(path))
-        yield
+        yield claim
     finally:
         if lease is not None:
             lease.end()  # before the flock goes: the next holder's record is never removed

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from specops_dag.cli.worker import BACKEND_ENV, BROKER_ENV
 from specops_dag.delivery.queries import check_delivery_id
 from specops_dag.errors import DefinitionError, SpecopsError, UsageError
 
@@ -472,7 +473,9 @@ def run_delivery(root: Path, delivery: str, executor: str, timeout_s: float) -> 
     # One `specops run` per delivery at a time: a second one reports the conflict at once,
     # before it imports pydantic or Dagster.
     with held(folder / ".run.lock", f"delivery `{delivery}` (another `specops run`)", 0, root,
-              owned=True):  # its owner record names this process to a loser on another host
+              owned=True) as claim:
+        store_of_root(root).read(delivery)  # a state that breaks its rules: refused, no write
+        claim()  # the owner record names this process to a loser on another host
         from specops_dag.cli.ui import demo_replay
 
         with demo_replay(root, click.echo):  # a demo root's runs play its scenario
@@ -638,6 +641,43 @@ def ui(ctx: click.Context, port: int) -> None:
     if server is not None:
         click.echo(replay_note(ctx.obj, server.url))
     exec_ui(ctx.obj, resolve_dagster_home(ctx.obj), port, server, click.echo)
+
+
+@main.command()
+@click.option("--name", default=None, help="The Celery worker's name (its node is NAME@host), "
+              "recorded by every step it runs; default specops-<pid>.")
+@click.option("--broker", envvar=BROKER_ENV, help="The Celery broker URL, as the launching "
+              f"process's run config names it (env {BROKER_ENV}).")
+@click.option("--backend", envvar=BACKEND_ENV, help="The Celery result backend URL (env "
+              f"{BACKEND_ENV}); default: the broker.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
+              help="The worker's own folder, its working directory and where its Celery config "
+              "goes; default <root>/.specops/workers/<name>.")
+@click.option("--queue", "queues", multiple=True, default=("dagster",), show_default=True,
+              help="A Celery queue to take steps from (up to 4; repeat the option).")
+@click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True,
+              help="How many steps this worker runs at once.")
+@click.option("--loglevel", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
+              default="INFO", show_default=True, help="The Celery worker's log level.")
+@click.option("--no-dotnet", is_flag=True, help="Start without `dotnet` on PATH: a step that "
+              "validates `full` is then blocked on this worker, before its agent call.")
+@click.pass_context
+@fail_cleanly
+def worker(ctx, name: str | None, broker: str | None, backend: str | None,
+           directory: Path | None, queues: tuple[str, ...], concurrency: int, loglevel: str,
+           no_dotnet: bool) -> None:
+    """Start a Celery worker for `dagster job execute -m specops_dag.dagster_adapter.celery`,
+    after checking that this machine has what a step needs: the harness root, DAGSTER_HOME, the
+    codex CLI, `dotnet`, the cache folder and the broker (exit 3 naming what is missing)."""
+    from specops_dag.cli.worker import Worker, start_worker
+
+    if len(queues) > 4:
+        raise click.UsageError("at most 4 queues: dagster-celery cannot start a worker on more")
+    name = name or f"specops-{os.getpid()}"
+    folder = (directory or ctx.obj / ".specops" / "workers" / name).resolve()
+    start_worker(Worker(root=ctx.obj, name=name, broker=broker, backend=backend, folder=folder,
+                        queues=queues, concurrency=concurrency, loglevel=loglevel,
+                        dotnet=not no_dotnet), click.echo)
 
 
 @main.command()

@@ -78,6 +78,10 @@ def materialization(outcome: "StepOutcome", delivery: str,
         "prompt_chars": outcome.prompt_chars,
         **{f"handoff/{k}": dg.MetadataValue.path(v.path) for k, v in outcome.handoff.items()},
     }
+    if outcome.ran_on is not None:  # the process that ran the attempt (a Celery worker's)
+        metadata["worker"] = f"{outcome.ran_on.host}:{outcome.ran_on.pid}"
+        if outcome.ran_on.worker:
+            metadata["celery_worker"] = outcome.ran_on.worker
     if outcome.usage is not None:
         metadata["codex_thread_id"] = outcome.usage.thread_id or ""
         metadata["tokens"] = dg.MetadataValue.json(outcome.usage.model_dump(

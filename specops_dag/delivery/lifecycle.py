@@ -23,6 +23,7 @@ from specops_dag.delivery.model import (
     BoundSkill,
     Delivery,
     Owner,
+    RanOn,
     Revision,
     Snapshot,
     SnapshotFile,
@@ -281,6 +282,17 @@ def current_owner(lease: Path | None = None) -> Owner:
     me = this_process()
     return Owner(pid=me.pid, create_time=me.started or 0.0, host=me.host, boot_id=me.boot_id,
                  lease=str(lease) if lease is not None else None)
+
+
+# Set by `specops worker` for the Celery worker it starts (cli/worker.py): the worker's name, which
+# a step run in that worker records in `ran_on` and `specops status` shows.
+WORKER_ENV = "SPECOPS_WORKER"
+
+
+def ran_on(owner: Owner) -> RanOn:
+    """Where the attempt `owner` claimed runs: its host and pid, and the Celery worker's name
+    when this process is one (WORKER_ENV)."""
+    return RanOn(host=owner.host, pid=owner.pid, worker=os.environ.get(WORKER_ENV) or None)
 
 
 def owns(owner: Owner | None) -> bool:

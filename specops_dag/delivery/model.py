@@ -114,6 +114,16 @@ class Owner(Model):
     lease: str | None = None  # the absolute path of its owner record, renewed while it runs
 
 
+class RanOn(Model):
+    """Where a step's last attempt ran: the host and pid of the process that claimed it, and the
+    Celery worker's name when `specops worker` started that process. Kept when the attempt ends
+    (its `owner` is cleared then)."""
+
+    host: str
+    pid: int
+    worker: str | None = None  # SPECOPS_WORKER of that process: None outside a Celery worker
+
+
 class Revision(Model):
     handoff: dict[str, FileRef] = {}
     consumed: dict[str, FileRef] = {}
@@ -435,6 +445,7 @@ class Step(Model):
     reviews: list[ReviewRecord] = []  # evaluator rounds, oldest first
     gates: list[str] = []
     owner: Owner | None = None
+    ran_on: RanOn | None = None  # where its last attempt ran (set at the claim, kept after it)
     feedback: str | None = None  # a person's reopen reason or gate rejection, for the next prompt
     delivery_handoff: str | None = None  # sha256 of docs/phase/<d>/handoff.md as it completed
     preparation: str | None = None  # what the executor did to the worktree before attempt 1
@@ -584,7 +595,7 @@ class Delivery(Model):
         step.tasks, step.attempt_log, step.integrity = [], [], []
         step.evidence = step.proof = None
         step.preparation = step.preflight = None
-        step.started_at = step.completed_at = step.owner = None
+        step.started_at = step.completed_at = step.owner = step.ran_on = None
         step.error_message = step.failed_at = step.blocked_reason = step.blocked_at = None
         step.attempts, step.last_failure = 0, None
         if feedback:

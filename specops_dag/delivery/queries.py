@@ -410,6 +410,9 @@ def render_status(state: Delivery, report: dict) -> str:
             line += f"\n       next: fix the cause, then `specops resume {state.phase} {s.name}`"
         if s.blocked_reason:
             line += f" {s.blocked_reason}"
+        if s.ran_on is not None and s.ran_on.worker:  # one machine's output stays as it was
+            line += (f"\n       ran on Celery worker `{s.ran_on.worker}` (host {s.ran_on.host}, "
+                     f"pid {s.ran_on.pid})")
         if s.preflight:
             line += f"\n       {preflight_line(s.preflight)}"
         checked = s.validation_report

@@ -22,6 +22,7 @@ from specops_dag.delivery.gates import WAITING, block_reason, raise_risk
 from specops_dag.delivery.lifecycle import (
     current_owner,
     owns,
+    ran_on,
     snapshot_catalog,
     target_path,
     workdir,
@@ -31,6 +32,7 @@ from specops_dag.delivery.model import (
     AttemptRecord,
     Delivery,
     FileRef,
+    RanOn,
     Step,
     Usage,
     ValidationRecord,
@@ -58,6 +60,7 @@ from specops_dag.execution.attempt import (
 )
 from specops_dag.execution.evidence import write_evidence
 from specops_dag.execution.fanout import load_tasks, remove_task_trees
+from specops_dag.execution.host import missing_tool
 from specops_dag.files import now_iso, sha256_file
 from specops_dag.workflow.catalog import Catalog
 from specops_dag.workflow.model import MAX_ATTEMPTS
@@ -92,6 +95,7 @@ class StepOutcome:
     ended: AttemptRecord | None = None  # how this call's attempt ended, when one ran
     usd: dict[str, float] = field(default_factory=dict)  # attempt / node / delivery money
     evidence: FileRef | None = None  # the node's evidence.json as it completed
+    ran_on: RanOn | None = None  # where the attempt ran (a reused step: where it completed)
 
 
 def task_summaries(step: Step) -> tuple[dict, ...]:
@@ -153,7 +157,7 @@ def attempt_step(store: Store, delivery: str, node: str, workflow: str | None,
                              settings=settings)
     extra = {"usage": result.usage, "prompt_chars": result.prompt_chars, "duration_s": took,
              "review": result.review.model_dump() if result.review else None,
-             "attempt": step.attempts, "ended": ended,
+             "attempt": step.attempts, "ended": ended, "ran_on": step.ran_on,
              "validation": result.validation.as_metadata() if result.validation else None}
     if result.ok:
         after = written or store.read(delivery)
@@ -225,6 +229,11 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
         block = budget_spent(state, step, execution.budget.tokens, phase_usd=execution.budget.usd,
                              prices=pricing.delivery_prices(store.root, state),
                              model=expected_model(settings))
+        missing = None if block else missing_tool(catalog, step, settings, store.root,
+                                                  ran_on(current_owner()))
+        if missing:  # this host (a Celery worker) lacks codex or dotnet: no attempt is counted
+            state.block(step, missing)
+            return StepOutcome("environment", node, f"blocked: {missing}")
         block = block or prepare_worktree(store, state, step)
         if not block and catalog.phases[step.phase].execution.fan_out is not None:
             block = bad_task_list(store, state, step, catalog)
@@ -236,6 +245,7 @@ def claim_step(store: Store, delivery: str, node: str, workflow: str | None,
             state.block(step, block)
             return StepOutcome("blocked", node, block)
         state.start(step, current_owner(store.lease(delivery, node)))
+        step.ran_on = ran_on(step.owner)
         if step.attempts == 1:
             step.base_commit = head_commit(workdir(store, state, step))
         step.consumed = {**request_inputs(store, state, step, catalog),
@@ -442,7 +452,7 @@ def _not_runnable(store: Store, state: Delivery, step: Step, max_attempts: int
                                        if step.validation_report else None),
                            drift=tuple(step_drift(store.root, step)), commits=step.commits,
                            tasks=task_summaries(step),
-                           tokens=token_totals(state, name, None),
+                           tokens=token_totals(state, name, None), ran_on=step.ran_on,
                            review=step.reviews[-1].model_dump() if step.reviews else None)
     if step.status == "error":
         return StepOutcome("error", name, f"step `{name}` is in error since {step.failed_at}: "

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -237,7 +238,9 @@ def test_a_hanging_model_is_killed_by_the_idle_watchdog_and_no_process_survives(
     assert survivors == []
 
 
-def test_a_missing_codex_binary_blocks_the_step_without_retry(tmp_path: Path) -> None:
+def test_a_missing_codex_binary_blocks_the_step_on_its_host_without_spending_an_attempt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPECOPS_WORKER", raising=False)
     store = new(agentic_root(tmp_path))
     settings = AgentSettings(codex_bin=str(tmp_path / "no-codex"), replay_url="http://127.0.0.1:9")
     outcome = run_step(store, "d1", "write", settings=settings)
@@ -245,7 +248,11 @@ def test_a_missing_codex_binary_blocks_the_step_without_retry(tmp_path: Path) ->
     step = store.read("d1").get_step("write")
     assert step.status == "blocked"
     assert step.blocked_reason == (f"environment error: SPECOPS_CODEX_BIN={tmp_path / 'no-codex'} "
-                                   "is not an executable file; fix it or unset it")
+                                   "is not an executable file; fix it or unset it (found on host "
+                                   f"`{socket.gethostname()}` before the attempt: no agent call "
+                                   "was made and no attempt was spent)")
+    assert (step.attempts, step.attempt_log, step.started_at, step.ran_on) == (0, [], None, None)
+    assert outcome.message == f"blocked: {step.blocked_reason}"
 
 
 def test_codex_is_found_in_node_modules_when_no_override_is_set(tmp_path: Path) -> None:

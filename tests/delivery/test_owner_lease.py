@@ -49,7 +49,9 @@ def test_a_held_run_lock_has_an_owner_record_with_host_pid_boot_id_and_lease(
         tmp_path: Path) -> None:
     lock, record = tmp_path / "phases/d1/.run.lock", tmp_path / "phases/d1/.owners/run.lock.json"
     before = time.time()
-    with held(lock, RUN_LOCK, 0, tmp_path, owned=True):
+    with held(lock, RUN_LOCK, 0, tmp_path, owned=True) as claim:
+        assert not record.exists()  # nothing written before the holder goes on
+        claim()
         data = json.loads(record.read_text())
         after = time.time()
     assert (data["host"], data["pid"], data["boot_id"]) == (HERE, os.getpid(), BOOT_ID)
@@ -99,7 +101,8 @@ def test_the_lease_is_renewed_while_the_lock_is_held_and_not_over_a_new_owners_r
     monkeypatch.setattr(locking, "LEASE_S", 1.0)
     monkeypatch.setattr(locking, "RENEW_S", 0.05)
     record = tmp_path / "phases/d1/.owners/run.lock.json"
-    with held(tmp_path / "phases/d1/.run.lock", RUN_LOCK, 0, tmp_path, owned=True):
+    with held(tmp_path / "phases/d1/.run.lock", RUN_LOCK, 0, tmp_path, owned=True) as claim:
+        claim()
         first = json.loads(record.read_text())["lease_until"]
         time.sleep(1.3)  # past the first lease
         renewed = json.loads(record.read_text())["lease_until"]
@@ -121,7 +124,8 @@ root, go = Path(sys.argv[1]), Path(sys.argv[2])
 while not go.exists():
     time.sleep(0.005)
 try:
-    with held(root / "phases/d1/.run.lock", sys.argv[3], 0, root, owned=True):
+    with held(root / "phases/d1/.run.lock", sys.argv[3], 0, root, owned=True) as claim:
+        claim()
         print("held", flush=True)
         time.sleep(2)
 except WriteConflict as err:
@@ -160,7 +164,8 @@ def test_a_run_lock_whose_record_names_another_host_with_a_live_lease_is_a_confl
                                   "process (pid 4242 on host worker-b); nothing was changed, "
                                   "retry when it finishes")
     record.write_text(json.dumps(dataclasses.asdict(elsewhere(-1))))  # its lease ran out
-    with held(tmp_path / "phases/d1/.run.lock", RUN_LOCK, 0, tmp_path, owned=True):
+    with held(tmp_path / "phases/d1/.run.lock", RUN_LOCK, 0, tmp_path, owned=True) as claim:
+        claim()
         assert locking.read_owner(record).pid == os.getpid()
 
 

@@ -270,10 +270,11 @@ DEFINITIONS = [
          ["new", "diamond", "d2", "--request", "x"], 2, BAD_YAML_ERR),
     case("new-on-a-cycle", diamond({WF: CYCLE}), ["new", "diamond", "d2", "--request", "x"], 2,
          CYCLE_ERR),
-    case("new-on-a-missing-skill",
+    case("new-on-a-missing-skill",  # of a phase the workflow uses: another's would only warn
          diamond({"workflow_defs/phases/p-x.yaml": CODEX_PHASE.format(
-             path="skills/one/SKILL.md")}), ["new", "diamond", "d2", "--request", "x"], 2,
-         NO_SKILL_ERR),
+             path="skills/one/SKILL.md"), "workflow_defs/workflows/xwf.yaml":
+             "kind: workflow\nid: xwf\nnodes:\n  - {id: x, phase: p-x}\n"}),
+         ["new", "xwf", "d2", "--request", "x"], 2, NO_SKILL_ERR),
 ]
 
 

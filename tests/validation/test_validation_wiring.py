@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 from pathlib import Path
 
 import dagster as dg
@@ -87,8 +88,11 @@ def test_a_missing_dotnet_blocks_the_step_before_any_agent_call_with_the_install
         ".NET 10 SDK (https://dot.net/download; it also builds net8.0) so full validation can "
         "build and test; without an SDK, a delivery whose change is documentation only can run: "
         "create it with `specops new WORKFLOW DELIVERY --validation docs-only ...` (`specops "
-        "validate --mode docs-only` for a folder)")
-    assert step.usage == []  # the preflight needs dotnet before any agent call
+        "validate --mode docs-only` for a folder) (found on host "
+        f"`{socket.gethostname()}` before the attempt: no agent call was made and no attempt "
+        "was spent)")
+    assert step.usage == []  # the claim looks for dotnet before any agent call
+    assert (step.attempts, step.attempt_log) == (0, [])
     assert not (tmp_path / "requests.jsonl").exists() or not (
         tmp_path / "requests.jsonl").read_text().strip()
 

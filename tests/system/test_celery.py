@@ -1,0 +1,196 @@
+"""Celery, for real (issue #45): Debian's redis-server as the broker, Postgres as Dagster's
+storage, and `specops worker` processes started here, each in its own folder. A delivery's
+steps run on the workers, never in the process that launched the run; the parallel branches of
+the diamond run at once on different workers; each step records where it ran, and a worker that
+lacks the codex CLI blocks the step before any agent call, with no attempt spent."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import dagster as dg
+import git
+import psutil
+import pytest
+
+from specops_dag.delivery.store import Store
+
+from ..support.agents import AGENTIC
+from ..support.cli import specops
+from ..support.git import WHO, WRITE, git_harness
+from ..support.harness import VENV_BIN, command_phase, write_tree
+from ..support.postgres import use_postgres
+from ..support.processes import ours
+
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+
+READY_S = 90.0
+# WRITE (a product file, the artifact, the step record), after a nap of $NAP seconds recorded
+# in ran.json, so the test sees the two branches overlap without timing anything itself.
+NAP_WRITE = WRITE.replace(
+    "import os,pathlib; ",
+    "import os,pathlib,time,json; t=time.time(); time.sleep(float(os.environ.get('NAP', '0'))); "
+    "pathlib.Path(os.environ['SPECOPS_NODE_DIR'],'ran.json').write_text("
+    "json.dumps([t, time.time()])); ", 1)
+PORTS = {"p-a": ({"request": "req"}, {"out": "a-out"}), "p-b": ({"up": "a-out"}, {"out": "b-out"}),
+         "p-c": ({"up": "a-out"}, {"out": "c-out"}),
+         "p-d": ({"left": "b-out", "right": "c-out"}, {"out": "d-out"})}
+
+
+def napping_git_diamond(tmp_path: Path) -> Path:
+    """git_harness's diamond (a target repository with a bare origin), its phases napping."""
+    root, _ = git_harness(tmp_path)
+    for pid, (ins, outs) in PORTS.items():
+        (root / f"workflow_defs/phases/{pid}.yaml").write_text(
+            command_phase(pid, NAP_WRITE, ins, outs))
+    repo = git.Repo(root)
+    repo.git.add(A=True)
+    repo.index.commit("napping phases", author=WHO, committer=WHO)
+    return root
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    try:
+        top = psutil.Process(pid)
+        return [top, *top.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+@contextmanager
+def workers(env: dict[str, str], root: Path, broker: str, folders: dict[str, Path],
+            ) -> Iterator[dict[str, subprocess.Popen]]:
+    """`specops worker --name N --dir F` for each name and folder, running from that folder;
+    yielded once every one logged that it is ready. At the end each one's whole process tree
+    (dagster-celery, the Celery main process, its pool) is killed by pid."""
+    started: dict[str, subprocess.Popen] = {}
+    try:
+        for name, folder in folders.items():
+            folder.mkdir(parents=True)
+            with (folder.parent / f"{name}.log").open("wb") as log:
+                started[name] = subprocess.Popen(
+                    [str(VENV_BIN / "specops"), "--root", str(root), "worker", "--name", name,
+                     "--dir", str(folder), "--broker", f"{broker}/0", "--backend", f"{broker}/1"],
+                    env=env, cwd=folder, stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + READY_S
+        for name, folder in folders.items():
+            log = folder.parent / f"{name}.log"
+            while f"{name}@{socket.gethostname()} ready." not in log.read_text():
+                assert started[name].poll() is None, log.read_text()
+                assert time.monotonic() < deadline, f"worker {name} not ready:\n{log.read_text()}"
+                time.sleep(0.2)
+        yield started
+    finally:
+        kill_trees(list(started.values()))
+
+
+def kill_trees(procs: list[subprocess.Popen]) -> None:
+    """SIGKILL each process still running and all its descendants, by pid, and wait for them
+    (one already reaped is left alone: its pid may be another process's now)."""
+    for proc in procs:
+        if proc.poll() is not None:
+            continue
+        found = tree(proc.pid)
+        for p in found:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(found, timeout=20)
+        proc.wait(timeout=10)
+
+
+def execute(env: dict[str, str], root: Path, broker: str, job: str) -> tuple[
+        subprocess.CompletedProcess, int]:
+    """`dagster job execute` of the Celery code location for partition d1; (result, its pid)."""
+    config = root.parent / "celery-run.yaml"
+    config.write_text(f"execution:\n  config:\n    broker: {broker}/0\n    backend: {broker}/1\n")
+    proc = subprocess.Popen(
+        [str(VENV_BIN / "dagster"), "job", "execute", "-m", "specops_dag.dagster_adapter.celery",
+         "-j", job, "-c", str(config), "--tags", json.dumps({"dagster/partition": "d1"})],
+        env={**env, "SPECOPS_ROOT": str(root)}, cwd=root, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        kill_trees([proc])  # a run past its deadline, or one the test gave up on
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), proc.pid
+
+
+def test_a_delivery_runs_on_two_celery_workers_and_its_parallel_branches_on_different_ones(
+        tmp_path: Path, clean_env: dict[str, str], postgres: str, redis: str) -> None:
+    use_postgres(Path(clean_env["DAGSTER_HOME"]), postgres)
+    root = napping_git_diamond(tmp_path)
+    env = {**clean_env, "CALLS": os.devnull, "NAP": "3"}
+    assert specops(env, root, "new", "diamond", "d1", "--request", "x").returncode == 0
+    folders = {"w1": tmp_path / "workers" / "w1", "w2": tmp_path / "workers" / "w2"}
+    with workers(env, root, redis, folders) as started:
+        pids = {name: {p.pid for p in tree(proc.pid)} for name, proc in started.items()}
+        assert all(len(p) >= 3 for p in pids.values())  # dagster-celery, celery, its pool
+        assert ours(root, str(tmp_path / "workers"))  # the check below sees them while they run
+        run, launcher = execute(env, root, redis, "diamond_job")
+        assert run.returncode == 0, run.stderr[-3000:]
+    state = Store(root).read("d1")
+    assert [(s.name, s.status, s.attempts) for s in state.steps] == [
+        (n, "completed", 1) for n in "abcd"]
+    host = socket.gethostname()
+    ran = {s.name: s.ran_on for s in state.steps}
+    for node, where in ran.items():  # each step ran in the pool of the worker it names
+        assert where is not None and where.host == host, node
+        assert where.pid in pids[where.worker] and where.pid != launcher, (node, where)
+    assert ran["b"].worker != ran["c"].worker and ran["b"].pid != ran["c"].pid
+    (b_start, b_end), (c_start, c_end) = (
+        json.loads((root / f"phases/d1/{n}/ran.json").read_text()) for n in "bc")
+    assert b_start < c_end and c_start < b_end  # the two branches overlapped in time
+    assert {f"src/{n}.txt" for n in "abcd"} <= {
+        b.path for b in git.Repo(root).heads["feat-d1"].commit.tree.traverse()}
+
+    shown = specops(env, root, "status", "d1").stdout.splitlines()
+    assert [line for line in shown if "ran on" in line] == [
+        f"       ran on Celery worker `{ran[n].worker}` (host {host}, pid {ran[n].pid})"
+        for n in "abcd"]
+    as_json = json.loads(specops(env, root, "status", "d1", "--json").stdout)
+    assert [s["ran_on"] for s in as_json["steps"]] == [
+        {"host": host, "pid": ran[n].pid, "worker": ran[n].worker} for n in "abcd"]
+    with dg.DagsterInstance.get() as instance:  # the materializations, read back from Postgres
+        for n in "abcd":
+            event = instance.fetch_materializations(dg.AssetKey(["diamond", n]), limit=1)
+            metadata = event.records[0].asset_materialization.metadata
+            assert (metadata["worker"].value, metadata["celery_worker"].value) == (
+                f"{host}:{ran[n].pid}", ran[n].worker)
+    assert ours(root, str(tmp_path / "workers")) == []  # no worker, pool or step process left
+
+
+def test_a_worker_that_lost_its_codex_cli_blocks_the_step_before_any_agent_call(
+        tmp_path: Path, clean_env: dict[str, str], postgres: str, redis: str) -> None:
+    use_postgres(Path(clean_env["DAGSTER_HOME"]), postgres)
+    root = write_tree(tmp_path / "harness", AGENTIC)
+    codex = tmp_path / "bin" / "codex"  # there when the worker checks, gone when the step runs
+    codex.parent.mkdir()
+    codex.write_text("#!/bin/sh\nexit 1\n")
+    codex.chmod(codex.stat().st_mode | stat.S_IEXEC)
+    env = {**clean_env, "SPECOPS_CODEX_BIN": str(codex), "SPECOPS_REPLAY_URL": "http://127.0.0.1:9"}
+    assert specops(env, root, "new", "agentic", "d1", "--request", "x").returncode == 0
+    with workers(env, root, redis, {"w1": tmp_path / "workers" / "w1"}):
+        assert f"  codex CLI: {codex}" in (tmp_path / "workers" / "w1.log").read_text()
+        codex.unlink()
+        run, _ = execute(env, root, redis, "agentic_job")
+    reason = (f"environment error: SPECOPS_CODEX_BIN={codex} is not an executable file; fix it "
+              f"or unset it (found on host `{socket.gethostname()}` by Celery worker `w1` before "
+              "the attempt: no agent call was made and no attempt was spent)")
+    assert run.returncode != 0
+    assert f"write of d1: blocked: {reason}" in run.stdout + run.stderr
+    step = Store(root).read("d1").get_step("write")
+    assert (step.status, step.blocked_reason) == ("blocked", reason)
+    assert (step.attempts, step.attempt_log, step.usage, step.ran_on) == (0, [], [], None)
+    assert Store(root).read("d1").get_step("review").status == "pending"
+    assert ours(root, str(tmp_path / "workers")) == []
