@@ -10,6 +10,7 @@ bench:
 	.venv/bin/python benchmarks/validation_overhead.py
 	.venv/bin/python benchmarks/validation_real_sdk.py
 	.venv/bin/python benchmarks/fanout_parallel.py
+	.venv/bin/python benchmarks/celery_scale.py
 
 test:
 	.venv/bin/python -m pytest
