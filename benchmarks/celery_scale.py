@@ -35,24 +35,20 @@ import json
 import math
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import psutil  # noqa: E402
 
 from benchmarks import compile_package  # noqa: E402
-from tests.support.broker import redis_server  # noqa: E402
+from tests.support.broker import celery_workers, kill_trees, redis_server  # noqa: E402
 from tests.support.postgres import postgres_server, use_postgres  # noqa: E402
 
 NODES, SLOTS = 8, 2
@@ -103,56 +99,6 @@ def harness(root: Path) -> None:
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-
-
-def tree(pid: int) -> list[psutil.Process]:
-    try:
-        top = psutil.Process(pid)
-        return [top, *top.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def kill_trees(procs: list[subprocess.Popen]) -> None:
-    """SIGKILL each process still running and all its descendants, by pid (dagster-celery's
-    `celery` child and its pool do not end with it), and wait for them."""
-    for proc in procs:
-        if proc.poll() is not None:
-            continue
-        found = tree(proc.pid)
-        for p in found:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(found, timeout=20)
-        proc.wait(timeout=10)
-
-
-@contextmanager
-def workers(env: dict[str, str], root: Path, broker: str, work: Path) -> Iterator[None]:
-    """SLOTS `specops worker` processes of concurrency 1, each in its own folder; yielded once
-    each logged that it is ready, their whole trees killed by pid at the end."""
-    started: list[subprocess.Popen] = []
-    try:
-        for i in range(1, SLOTS + 1):
-            folder = work / "workers" / f"w{i}"
-            folder.mkdir(parents=True)
-            with (folder.parent / f"w{i}.log").open("wb") as log:
-                started.append(subprocess.Popen(
-                    [str(BIN / "specops"), "--root", str(root), "worker", "--name", f"w{i}",
-                     "--dir", str(folder), "--broker", f"{broker}/0", "--backend", f"{broker}/1",
-                     "--concurrency", "1", "--no-dotnet"], env=env, cwd=folder, stdout=log,
-                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
-        deadline = time.monotonic() + READY_S
-        for i, proc in enumerate(started, 1):
-            log = work / "workers" / f"w{i}.log"
-            while f"w{i}@{socket.gethostname()} ready." not in log.read_text():
-                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-                time.sleep(0.2)
-        yield
-    finally:
-        kill_trees(started)
 
 
 def execute(env: dict[str, str], root: Path, executor: str, delivery: str, work: Path,
@@ -261,7 +207,9 @@ def main() -> None:
         os.environ["DAGSTER_HOME"] = str(home)
         with postgres_server() as url, redis_server(work / "redis") as broker:
             use_postgres(home, url)
-            with workers(env, root, broker, work):
+            with celery_workers(BIN / "specops", env, root, broker, {
+                    f"w{i}": work / "workers" / f"w{i}" for i in range(1, SLOTS + 1)},
+                    "--concurrency", "1", "--no-dotnet", ready_s=READY_S):
                 summary(rounds(env, root, work, broker))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -11,19 +11,16 @@ import os
 import socket
 import stat
 import subprocess
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
 import git
-import psutil
 import pytest
 
 from specops_dag.delivery.store import Store
 
 from ..support.agents import AGENTIC
+from ..support.broker import celery_workers, kill_trees, tree
 from ..support.cli import specops
 from ..support.git import WHO, WRITE, git_harness
 from ..support.harness import VENV_BIN, command_phase, write_tree
@@ -32,7 +29,6 @@ from ..support.processes import ours
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
-READY_S = 90.0
 # WRITE (a product file, the artifact, the step record), after a nap of $NAP seconds recorded
 # in ran.json, so the test sees the two branches overlap without timing anything itself.
 NAP_WRITE = WRITE.replace(
@@ -55,58 +51,6 @@ def napping_git_diamond(tmp_path: Path) -> Path:
     repo.git.add(A=True)
     repo.index.commit("napping phases", author=WHO, committer=WHO)
     return root
-
-
-def tree(pid: int) -> list[psutil.Process]:
-    try:
-        top = psutil.Process(pid)
-        return [top, *top.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
-@contextmanager
-def workers(env: dict[str, str], root: Path, broker: str, folders: dict[str, Path],
-            ) -> Iterator[dict[str, subprocess.Popen]]:
-    """`specops worker --name N --dir F` for each name and folder, running from that folder;
-    yielded once every one logged that it is ready. At the end each one's whole process tree
-    (dagster-celery, the Celery main process, its pool) is killed by pid."""
-    started: dict[str, subprocess.Popen] = {}
-    try:
-        for name, folder in folders.items():
-            folder.mkdir(parents=True)
-            with (folder.parent / f"{name}.log").open("wb") as log:
-                started[name] = subprocess.Popen(
-                    [str(VENV_BIN / "specops"), "--root", str(root), "worker", "--name", name,
-                     "--dir", str(folder), "--broker", f"{broker}/0", "--backend", f"{broker}/1"],
-                    env=env, cwd=folder, stdout=log, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + READY_S
-        for name, folder in folders.items():
-            log = folder.parent / f"{name}.log"
-            while f"{name}@{socket.gethostname()} ready." not in log.read_text():
-                assert started[name].poll() is None, log.read_text()
-                assert time.monotonic() < deadline, f"worker {name} not ready:\n{log.read_text()}"
-                time.sleep(0.2)
-        yield started
-    finally:
-        kill_trees(list(started.values()))
-
-
-def kill_trees(procs: list[subprocess.Popen]) -> None:
-    """SIGKILL each process still running and all its descendants, by pid, and wait for them
-    (one already reaped is left alone: its pid may be another process's now)."""
-    for proc in procs:
-        if proc.poll() is not None:
-            continue
-        found = tree(proc.pid)
-        for p in found:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(found, timeout=20)
-        proc.wait(timeout=10)
 
 
 def execute(env: dict[str, str], root: Path, broker: str, job: str) -> tuple[
@@ -133,7 +77,7 @@ def test_a_delivery_runs_on_two_celery_workers_and_its_parallel_branches_on_diff
     env = {**clean_env, "CALLS": os.devnull, "NAP": "3"}
     assert specops(env, root, "new", "diamond", "d1", "--request", "x").returncode == 0
     folders = {"w1": tmp_path / "workers" / "w1", "w2": tmp_path / "workers" / "w2"}
-    with workers(env, root, redis, folders) as started:
+    with celery_workers(VENV_BIN / "specops", env, root, redis, folders) as started:
         pids = {name: {p.pid for p in tree(proc.pid)} for name, proc in started.items()}
         assert all(len(p) >= 3 for p in pids.values())  # dagster-celery, celery, its pool
         assert ours(root, str(tmp_path / "workers"))  # the check below sees them while they run
@@ -180,7 +124,8 @@ def test_a_worker_that_lost_its_codex_cli_blocks_the_step_before_any_agent_call(
     codex.chmod(codex.stat().st_mode | stat.S_IEXEC)
     env = {**clean_env, "SPECOPS_CODEX_BIN": str(codex), "SPECOPS_REPLAY_URL": "http://127.0.0.1:9"}
     assert specops(env, root, "new", "agentic", "d1", "--request", "x").returncode == 0
-    with workers(env, root, redis, {"w1": tmp_path / "workers" / "w1"}):
+    with celery_workers(VENV_BIN / "specops", env, root, redis,
+                        {"w1": tmp_path / "workers" / "w1"}):
         assert f"  codex CLI: {codex}" in (tmp_path / "workers" / "w1.log").read_text()
         codex.unlink()
         run, _ = execute(env, root, redis, "agentic_job")
