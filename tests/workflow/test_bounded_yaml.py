@@ -55,21 +55,53 @@ def env(tmp_path: Path, clean_env: dict[str, str]) -> dict[str, str]:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("argv", [["check"], ["new", "diamond", "d2", "--request", "x"]],
-                         ids=["check", "new"])
-@pytest.mark.parametrize(("rel", "body", "error"), CASES.values(), ids=CASES.keys())
-def test_a_file_over_a_cap_gets_its_exact_error_and_exit_2_and_changes_nothing(
-        tmp_path: Path, env: dict[str, str], argv: list[str], rel: str, body: str,
-        error: str) -> None:
+def capped(tmp_path: Path, env: dict[str, str], rel: str, body: str, *argv: str,
+           ) -> tuple[subprocess.CompletedProcess, str]:
+    """`specops ARGV` on the diamond harness with `body` at `rel`: (the result, the digest of
+    the tree before it ran)."""
     root = write_tree(tmp_path / "harness", DIAMOND)
     write_files(root, {rel: body})
     before = tree_digest(tmp_path)
     result = subprocess.run([str(VENV_BIN / "specops"), "--root", str(root), *argv], env=env,
-                            cwd=root, capture_output=True, stdin=subprocess.DEVNULL,
+                            cwd=root, capture_output=True, stdin=subprocess.DEVNULL, text=True,
                             timeout=60)  # a bound on a hang, not a timing assertion
-    assert (result.returncode, result.stderr.decode(), result.stdout.decode()) == (
+    return result, before
+
+
+@pytest.mark.parametrize(("rel", "body", "error"), CASES.values(), ids=CASES.keys())
+def test_a_file_over_a_cap_gets_its_exact_error_and_exit_2_and_changes_nothing(
+        tmp_path: Path, env: dict[str, str], rel: str, body: str, error: str) -> None:
+    result, before = capped(tmp_path, env, rel, body, "check")
+    assert (result.returncode, result.stderr, result.stdout) == (
         2, f"{rel}: (file): {error}\n{DONE}", "")
     assert tree_digest(tmp_path) == before
+
+
+# The same caps where `specops new diamond` reads them: in a file the workflow uses.
+USED_BY_DIAMOND = {"workflow_defs/phases/p-bomb.yaml": "workflow_defs/phases/p-a.yaml",
+                   "workflow_defs/phases/p-big.yaml": "workflow_defs/phases/p-a.yaml",
+                   "workflow_defs/workflows/deep.yaml": "workflow_defs/workflows/diamond.yaml"}
+
+
+@pytest.mark.parametrize(("rel", "body", "error"), CASES.values(), ids=CASES.keys())
+def test_new_refuses_a_file_over_a_cap_that_its_workflow_uses_and_changes_nothing(
+        tmp_path: Path, env: dict[str, str], rel: str, body: str, error: str) -> None:
+    used = USED_BY_DIAMOND.get(rel, rel)
+    result, before = capped(tmp_path, env, used, body, "new", "diamond", "d2", "--request", "x")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith(f"{used}: (file): {error}\n")
+    assert result.stderr.endswith(" problem(s) in the definitions; nothing was changed\n")
+    assert tree_digest(tmp_path) == before
+
+
+@pytest.mark.parametrize(("rel", "body"), [(rel, body) for rel, body, _ in CASES.values()
+                                           if rel in USED_BY_DIAMOND])
+def test_new_warns_of_a_file_over_a_cap_that_its_workflow_does_not_use(
+        tmp_path: Path, env: dict[str, str], rel: str, body: str) -> None:
+    result, _ = capped(tmp_path, env, rel, body, "new", "diamond", "d2", "--request", "x")
+    assert (result.returncode, result.stderr) == (
+        0, f"warning: 1 problem(s) in definitions `diamond` does not use ({rel}); `specops "
+        "check` lists them\n")
 
 
 @pytest.mark.parametrize(("rel", "body", "error"), CASES.values(), ids=CASES.keys())
