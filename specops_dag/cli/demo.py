@@ -23,10 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from specops_dag.agent.replay import ReplayServer, load_scenario
 from specops_dag.builtin import DEMO_SCENARIO as SCENARIO
 from specops_dag.builtin import FIXTURES, WORKSPACE
-from specops_dag.cli.ui import DEMO_MARK, HOST, REPLAY_LOG, dagster_bin
+from specops_dag.cli.ui import DEMO_MARK, HOST, dagster_bin
 from specops_dag.delivery import lifecycle as ops
 from specops_dag.delivery.gates import approve
 from specops_dag.delivery.store import Store
@@ -95,13 +94,6 @@ def create_demo_delivery(plan: DemoPlan, register: Callable[[], None]) -> None:
                                                  plan.validation))
     approve(store, plan.delivery, "target-write",
                 note="approved by `specops demo` (scripted replay agent)")
-
-
-def start_replay(plan: DemoPlan) -> ReplayServer:
-    """The demo's replay agent, serving its scenario (`specops demo`, the UI test)."""
-    log = plan.root / REPLAY_LOG
-    log.parent.mkdir(parents=True, exist_ok=True)
-    return ReplayServer(load_scenario(SCENARIO), log_path=log).start()
 
 
 def specops_bin() -> Path:

@@ -21,7 +21,8 @@ import dagster as dg
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
-from specops_dag.cli.demo import prepare_demo, start_replay
+from specops_dag.cli.demo import prepare_demo
+from specops_dag.cli.ui import demo_replay_server
 from specops_dag.dagster_adapter.automation import NIGHTLY
 from specops_dag.dagster_adapter.instance import register_delivery
 from specops_dag.delivery import lifecycle as ops
@@ -64,7 +65,9 @@ def ui(tmp_path: Path, clean_env: dict[str, str]) -> Iterator[tuple[str, Path, s
                      "quick-delivery", plan.delivery, "Document Calculator.Add.",
                      before_write=lambda: register_delivery(home, plan.delivery),
                      validation="docs-only")
-    server = start_replay(plan)
+    server = demo_replay_server(plan.root)  # the demo root's agent, as `specops ui` serves it
+    assert server is not None, "a demo root plays its own scenario unless SPECOPS_REPLAY_URL is set"
+    server.start()
     env = {**clean_env, "SPECOPS_ROOT": str(plan.root), "SPECOPS_REPLAY_URL": server.url}
     workspace = str(REPO / "workspace.yaml")
     # The launch must come from the UI, not from the approval sensor: stop it first.
