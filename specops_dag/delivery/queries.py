@@ -142,18 +142,23 @@ def owner_alive(owner: Owner | None) -> bool:
 
     from specops_dag import locking
 
-    record = locking.OwnerRecord(owner.host, owner.pid, owner.boot_id, owner.create_time)
+    record = owner_record(owner)
     leased = locking.read_owner(Path(owner.lease)) if owner.lease else None
     if leased is not None and leased.same_process(record):
         record = leased
     return locking.owner_alive(record, time.time())
 
 
+def owner_record(owner: Owner):
+    """A step's owner as `locking` judges and names it (its lease not read)."""
+    from specops_dag.locking import OwnerRecord
+
+    return OwnerRecord(owner.host, owner.pid, owner.boot_id, owner.create_time)
+
+
 def owner_named(owner: Owner) -> str:
     """`pid N`, with `on host H` when the step runs on another host."""
-    from specops_dag import locking
-
-    return locking.OwnerRecord(owner.host, owner.pid, owner.boot_id, owner.create_time).named()
+    return owner_record(owner).named()
 
 
 def gate_open(state: Delivery, gate: str) -> bool:

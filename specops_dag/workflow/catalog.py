@@ -127,14 +127,24 @@ def load_catalog(roots: Iterable[Path], display_base: Path | None = None, *,
     `skill_names` adds the rule that a skill names only skills its phase binds
     (`Checks.check_skill_names`): `specops check` and `new` apply it to the definitions a
     delivery is frozen from, never to a snapshot frozen before the rule."""
+    loader, _, catalog = _load(roots, display_base, skill_names)
+    if loader.problems:
+        raise DefinitionError(loader.problems)
+    return catalog
+
+
+def _load(roots: Iterable[Path], display_base: Path | None,
+          skill_names: bool) -> tuple[_Loader, list[str], Catalog]:
+    """Every definition under `roots` read and checked: (the loader with all its problems, the
+    problems of files that did not load, the catalog of what did)."""
     loader = _Loader(display_base)
     for root in roots:
         loader.load_root(Path(root))
+    unread = list(loader.problems)  # files that did not load: named by the file itself
     loader.check(skill_names)
-    if loader.problems:
-        raise DefinitionError(loader.problems)
-    return Catalog(loader.workflows, loader.phases, SkillGraph(edges=loader.edges), loader.sources,
-                   loader.validation)
+    return loader, unread, Catalog(loader.workflows, loader.phases,
+                                   SkillGraph(edges=loader.edges), loader.sources,
+                                   loader.validation)
 
 
 def load_catalog_for(roots: Iterable[Path], workflow: str, display_base: Path | None = None, *,
@@ -145,13 +155,7 @@ def load_catalog_for(roots: Iterable[Path], workflow: str, display_base: Path | 
     validation.yaml, skills/graph.yaml — raise `DefinitionError`; the cross-file rules are run
     again over just those, so another workflow's problem never counts as its own."""
     roots = [Path(r) for r in roots]
-    loader = _Loader(display_base)
-    for root in roots:
-        loader.load_root(root)
-    unread = list(loader.problems)  # files that did not load: named by the file itself
-    loader.check(skill_names)
-    catalog = Catalog(loader.workflows, loader.phases, SkillGraph(edges=loader.edges),
-                      loader.sources, loader.validation)
+    loader, unread, catalog = _load(roots, display_base, skill_names)
     if not loader.problems:
         return catalog, []
     used = loader.files_used(roots, workflow)
