@@ -118,6 +118,13 @@ def test_a_gate_approved_on_the_cli_is_run_by_the_sensor_of_the_printed_ui_with_
         while Store(root).read("d2").status != "completed":
             assert ui.poll() is None and time.monotonic() < deadline, logs.read_text()[-3000:]
             time.sleep(2)
+        # The state completes with the last step; the run ends a moment later. Stopping
+        # `dagster dev` before that would end the run as a failure.
+        os.environ["DAGSTER_HOME"] = str(root / ".dagster_home")
+        with dg.DagsterInstance.get() as instance:
+            while not all(r.is_finished for r in runs_of(instance, "d2")):
+                assert time.monotonic() < deadline, logs.read_text()[-3000:]
+                time.sleep(1)
     finally:
         os.killpg(ui.pid, signal.SIGTERM)  # ours: dagster dev, its children, the replay agent
         ui.wait(timeout=90)
@@ -128,11 +135,14 @@ def test_a_gate_approved_on_the_cli_is_run_by_the_sensor_of_the_printed_ui_with_
               (root / ".specops/replay-requests.jsonl").read_text().splitlines()]
     assert {r["node"] for r in played if r["delivery"] == "d2"} == {"develop", "verify",
                                                                     "delivery"}
-    os.environ["DAGSTER_HOME"] = str(root / ".dagster_home")
     with dg.DagsterInstance.get() as instance:
-        runs = instance.get_runs(dg.RunsFilter(tags={"dagster/partition": "d2"}))
+        runs = runs_of(instance, "d2")
         assert [(r.tags.get("dagster/sensor_name"), r.status) for r in runs] == [
             ("gate_approvals", dg.DagsterRunStatus.SUCCESS)]
+
+
+def runs_of(instance: dg.DagsterInstance, delivery: str) -> list[dg.DagsterRun]:
+    return instance.get_runs(dg.RunsFilter(tags={"dagster/partition": delivery}))
 
 
 def test_the_ui_runs_the_venvs_dagster_dev_on_localhost_with_the_shipped_workspace() -> None:
