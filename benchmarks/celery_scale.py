@@ -205,8 +205,9 @@ def main() -> None:
                "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         os.environ["DAGSTER_HOME"] = str(home)
-        with postgres_server() as url, redis_server(work / "redis") as broker:
+        with postgres_server() as url, redis_server(work / "redis") as redis:
             use_postgres(home, url)
+            broker = redis.url
             with celery_workers(BIN / "specops", env, root, broker, {
                     f"w{i}": work / "workers" / f"w{i}" for i in range(1, SLOTS + 1)},
                     "--concurrency", "1", "--no-dotnet", ready_s=READY_S):

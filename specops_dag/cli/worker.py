@@ -24,7 +24,7 @@ from specops_dag.files import write_text_atomic
 # The same two names the Celery code location reads (dagster_adapter/celery.py): the launching
 # process and every worker must name one broker and one result backend.
 BROKER_ENV, BACKEND_ENV = "SPECOPS_CELERY_BROKER", "SPECOPS_CELERY_BACKEND"
-APP = "dagster_celery.app"  # dagster-celery's Celery app: its `execute_plan` task runs a step
+APP = "specops_dag.dagster_adapter.celery_tasks"  # dagster-celery's tasks, a step task once
 BROKER_PORTS = {"redis": 6379, "rediss": 6379, "amqp": 5672, "pyamqp": 5672, "amqps": 5671}
 # Redis hands an unacknowledged message to another worker after this long; a step's message is
 # acknowledged when the step ends (`task_acks_late`), and an agent step can run for hours.

@@ -6,13 +6,17 @@ from SPECOPS_CELERY_BROKER and SPECOPS_CELERY_BACKEND. It builds nothing of its 
 `specops_dag.definitions` (and `specops run`) keep the warm multiprocess executor."""
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 from dagster_celery import celery_executor
-from dagster_celery.executor import CELERY_CONFIG
+from dagster_celery.core_execution_loop import core_celery_execution_loop
+from dagster_celery.executor import CELERY_CONFIG, CeleryExecutor, _submit_task
 from dagster_shared.record import copy
 
+from specops_dag.dagster_adapter.celery_leases import prune, worker_gone
 from specops_dag.dagster_adapter.definitions import (
     SNAPSHOT_OF,
     build_definitions,
@@ -40,9 +44,62 @@ def celery_settings(config: dict, env: dict[str, str] | os._Environ[str]) -> dic
             "backend": config.get("backend") or env.get(BACKEND_ENV) or broker}
 
 
+class WorkerLost(Exception):
+    """The worker running a step is gone: the step fails instead of being waited on."""
+
+
+class Watched:
+    """A step task's Celery result that is also ready, as a failure, once the worker that
+    started the step is gone (`celery_leases.worker_gone`): dagster-celery's loop then fails the
+    step and the run ends, and the delivery's state keeps the step for `specops run`."""
+
+    def __init__(self, result: object, root: Path, step_key: str,
+                 say: Callable[[str], None]) -> None:
+        self.result, self.root, self.step_key, self.say = result, root, step_key, say
+        self.lost: str | None = None
+
+    def ready(self) -> bool:
+        if self.result.ready():  # type: ignore[attr-defined]
+            return True
+        gone = worker_gone(self.root, self.result.id, time.time())  # type: ignore[attr-defined]
+        if gone is not None:
+            self.lost = (f"the Celery worker that took step `{self.step_key}` is gone: {gone}; "
+                         "the step fails here, and `specops run` re-runs it from the "
+                         "delivery's state within its remaining attempts")
+            self.say(self.lost)
+            self.result.revoke()  # type: ignore[attr-defined]
+        return self.lost is not None
+
+    def get(self) -> object:
+        if self.lost is not None:
+            raise WorkerLost(self.lost)
+        return self.result.get()  # type: ignore[attr-defined]
+
+    def revoke(self) -> None:
+        self.result.revoke()  # type: ignore[attr-defined]
+
+
+class WatchedCeleryExecutor(CeleryExecutor):
+    """dagster-celery's executor, its step tasks watched (`Watched`)."""
+
+    def execute(self, plan_context, execution_plan):  # noqa: ANN001, ANN201 — dagster's API
+        root = harness_root()
+        prune(root)
+
+        def submit(*args: object) -> Watched:
+            step = args[2]
+            return Watched(_submit_task(*args), root, step.key,  # type: ignore[attr-defined]
+                           plan_context.log.error)
+
+        return core_celery_execution_loop(plan_context, execution_plan, step_execution_fn=submit)
+
+
 def _celery(init_context: dg.InitExecutorContext) -> dg.Executor:
     config = celery_settings(dict(init_context.executor_config), os.environ)
-    return celery_executor.executor_creation_fn(init_context._replace(executor_config=config))
+    made = celery_executor.executor_creation_fn(init_context._replace(executor_config=config))
+    return WatchedCeleryExecutor(retries=made.retries, broker=made.broker, backend=made.backend,
+                                 include=made.include,
+                                 config_source=vars(made.config_source))
 
 
 executor = dg.ExecutorDefinition(

@@ -88,8 +88,8 @@ def test_the_worker_starts_dagster_celery_with_one_step_at_a_time_in_its_own_fol
     worker = Worker(root=tmp_path, name="w1", broker="redis://127.0.0.1:6379/0", backend=None,
                     folder=tmp_path / "w1", queues=("dagster", "dotnet"))
     assert worker_argv(worker, tmp_path / "w1/celery.yaml") == [
-        str(VENV_BIN / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app",
-        "-y", str(tmp_path / "w1/celery.yaml"), "--name", "w1", "-q", "dagster", "-q", "dotnet",
+        str(VENV_BIN / "dagster-celery"), "worker", "start", "-A",
+        "specops_dag.dagster_adapter.celery_tasks", "-y", str(tmp_path / "w1/celery.yaml"), "--name", "w1", "-q", "dagster", "-q", "dotnet",
         "-l", "INFO", "--", "--concurrency", "1"]
 
 

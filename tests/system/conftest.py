@@ -21,5 +21,5 @@ def postgres() -> Iterator[str]:
 @pytest.fixture
 def redis(tmp_path: Path) -> Iterator[str]:
     """A private redis-server on 127.0.0.1: `redis://127.0.0.1:P` (add `/0`, `/1` for a db)."""
-    with redis_server(tmp_path / "redis") as url:
-        yield url
+    with redis_server(tmp_path / "redis") as server:
+        yield server.url

@@ -10,7 +10,6 @@ import json
 import os
 import socket
 import stat
-import subprocess
 from pathlib import Path
 
 import dagster as dg
@@ -20,55 +19,13 @@ import pytest
 from specops_dag.delivery.store import Store
 
 from ..support.agents import AGENTIC
-from ..support.broker import celery_workers, kill_trees, tree
+from ..support.broker import celery_workers, execute, napping_git_diamond, tree
 from ..support.cli import specops
-from ..support.git import WHO, WRITE, git_harness
-from ..support.harness import VENV_BIN, command_phase, write_tree
+from ..support.harness import VENV_BIN, write_tree
 from ..support.postgres import use_postgres
 from ..support.processes import ours
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
-
-# WRITE (a product file, the artifact, the step record), after a nap of $NAP seconds recorded
-# in ran.json, so the test sees the two branches overlap without timing anything itself.
-NAP_WRITE = WRITE.replace(
-    "import os,pathlib; ",
-    "import os,pathlib,time,json; t=time.time(); time.sleep(float(os.environ.get('NAP', '0'))); "
-    "pathlib.Path(os.environ['SPECOPS_NODE_DIR'],'ran.json').write_text("
-    "json.dumps([t, time.time()])); ", 1)
-PORTS = {"p-a": ({"request": "req"}, {"out": "a-out"}), "p-b": ({"up": "a-out"}, {"out": "b-out"}),
-         "p-c": ({"up": "a-out"}, {"out": "c-out"}),
-         "p-d": ({"left": "b-out", "right": "c-out"}, {"out": "d-out"})}
-
-
-def napping_git_diamond(tmp_path: Path) -> Path:
-    """git_harness's diamond (a target repository with a bare origin), its phases napping."""
-    root, _ = git_harness(tmp_path)
-    for pid, (ins, outs) in PORTS.items():
-        (root / f"workflow_defs/phases/{pid}.yaml").write_text(
-            command_phase(pid, NAP_WRITE, ins, outs))
-    repo = git.Repo(root)
-    repo.git.add(A=True)
-    repo.index.commit("napping phases", author=WHO, committer=WHO)
-    return root
-
-
-def execute(env: dict[str, str], root: Path, broker: str, job: str) -> tuple[
-        subprocess.CompletedProcess, int]:
-    """`dagster job execute` of the Celery code location for partition d1; (result, its pid)."""
-    config = root.parent / "celery-run.yaml"
-    config.write_text(f"execution:\n  config:\n    broker: {broker}/0\n    backend: {broker}/1\n")
-    proc = subprocess.Popen(
-        [str(VENV_BIN / "dagster"), "job", "execute", "-m", "specops_dag.dagster_adapter.celery",
-         "-j", job, "-c", str(config), "--tags", json.dumps({"dagster/partition": "d1"})],
-        env={**env, "SPECOPS_ROOT": str(root)}, cwd=root, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-    try:
-        out, err = proc.communicate(timeout=300)
-    finally:
-        kill_trees([proc])  # a run past its deadline, or one the test gave up on
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), proc.pid
-
 
 def test_a_delivery_runs_on_two_celery_workers_and_its_parallel_branches_on_different_ones(
         tmp_path: Path, clean_env: dict[str, str], postgres: str, redis: str) -> None:
