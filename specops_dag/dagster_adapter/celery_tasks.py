@@ -16,6 +16,7 @@ from dagster_celery.make_app import make_app
 from dagster_celery.tasks import create_execute_job_task, create_resume_job_task, create_task
 
 from specops_dag.dagster_adapter.celery_leases import lease_path, started_path
+from specops_dag.errors import UsageError
 from specops_dag.locking import Lease
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,9 @@ class OnceTask(app.Task):  # type: ignore[name-defined]
     """A step task that runs once per task id, with a lease its run can see while it runs."""
 
     def __call__(self, *args: object, **kwargs: object) -> object:
+        if not os.environ.get("SPECOPS_ROOT"):
+            raise UsageError("SPECOPS_ROOT is not set in this Celery worker: start workers "
+                               "with `specops --root <harness root> worker --name NAME`")
         root = Path(os.environ["SPECOPS_ROOT"])
         task_id = self.request.id
         started = started_path(root, task_id)

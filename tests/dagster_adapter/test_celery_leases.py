@@ -27,6 +27,7 @@ from specops_dag.dagster_adapter.celery_leases import (
     started_path,
     worker_gone,
 )
+from specops_dag.errors import UsageError
 from specops_dag.locking import LEASE_S, this_process
 
 
@@ -117,3 +118,15 @@ def test_a_step_task_of_a_run_that_already_ended_runs_nothing_and_spends_its_id(
     assert started_path(tmp_path, "t2").exists() and not lease_path(tmp_path, "t2").exists()
     assert (f"step task t2 belongs to run {run.run_id}, which ended (FAILURE) before a worker "
             "took it: it runs nothing; `specops run` runs the step") in caplog.text
+
+
+def test_a_worker_started_without_a_harness_root_refuses_the_step_saying_how_to_start_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPECOPS_ROOT", raising=False)
+    result = celery_tasks.execute_plan.apply(
+        kwargs={"execute_step_args_packed": {}, "executable_dict": {}}, task_id="t3")
+    with pytest.raises(UsageError) as raised:
+        result.get()
+    assert str(raised.value) == (
+        "SPECOPS_ROOT is not set in this Celery worker: start workers with "
+        "`specops --root <harness root> worker --name NAME`")
