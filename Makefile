@@ -11,6 +11,7 @@ bench:
 	.venv/bin/python benchmarks/validation_real_sdk.py
 	.venv/bin/python benchmarks/fanout_parallel.py
 	.venv/bin/python benchmarks/celery_scale.py
+	.venv/bin/python benchmarks/celery_faults.py
 
 test:
 	.venv/bin/python -m pytest

@@ -2,21 +2,23 @@
 napping diamond (a → b, c → d; a git target with a bare origin) run by `dagster job execute` of
 the Celery code location on 2 `specops worker` processes, with Debian's `redis-server` (its
 append-only file on, as a broker is run) and one private Postgres storage. In each trial, at a
-random point 1–22 s after the launch, one fault:
+random point of a random step (a random fraction, 0.1–0.9, of its nap after it shows
+`running`), one fault:
 
   kill     SIGKILL of one worker's whole process tree (dagster-celery, celery, its pool, the
            step's processes): the worker running a step when one runs, chosen at random, else
            either worker;
   broker   a restart of redis-server (SIGTERM, 2 s down, started again on its port).
 
-Then it waits for the run to end, for no step to be running, and runs `specops run` on the
-delivery. Per trial it prints the fault, its point, the steps running then, how long the run
-took to end after it, and checks that the run ended (not STARTED), that `specops run` completed
-the delivery, that no step completed before the fault ran again (its attempts and `ran_on`
-unchanged), that no completed step's handoff changed (path and sha256), that `feat-<d>` holds
-every node's product file, and that no process of the trial is left. The killed worker is
-started again for the next trial. BENCH_TRIALS sets the count (default 20), BENCH_SEED the
-random seed. Exit 1 when a trial breaks a check. Not a test: nothing asserts a time.
+Then it waits for the run to end, for no step to be running on a live worker, and runs
+`specops run` on the delivery. Per trial it prints the fault, its point (seconds after the
+launch), the steps running then and how long the run took to end after it, and checks that the
+run ended (not STARTED), that `specops run` completed the delivery, that no step completed
+before the fault ran again (its attempts and `ran_on` unchanged), that no completed step's
+handoff changed (path and sha256), that `feat-<d>` holds every node's product file, and that no
+process of the trial is left. Each trial starts its own 2 workers. BENCH_TRIALS sets the count
+(default 20), BENCH_SEED the random seed. Exit 1 when a trial breaks a check. Not a test:
+nothing asserts a time.
 
 `python -m benchmarks.celery_faults`
 """
@@ -88,14 +90,18 @@ def trial(n: int, rng: random.Random, work: Path, env0: dict[str, str], broker) 
     assert specops(env, root, "new", "diamond", "d1", "--request", "x") == 0
     folders = {"w1": tmp / "workers" / "w1", "w2": tmp / "workers" / "w2"}
     fault = rng.choice(("kill", "kill", "kill", "broker"))
-    point = rng.uniform(1, 22)
+    during = rng.choice("abcd")  # the step the fault lands in, at a random point of its nap
+    into = rng.uniform(0.1, 0.9) * float(NAPS[f"NAP_{during}"])
     checks: list[str] = []
     with celery_workers(BIN / "specops", env, root, broker.url, folders, ready_s=120) as started:
         run = launch(env, root, broker.url, "diamond_job")
         began = time.monotonic()
         try:
-            while time.monotonic() - began < point and run.poll() is None:
+            while run.poll() is None and not any(
+                    s.name == during and s.status == "running" for s in steps(root)):
                 time.sleep(0.05)
+            time.sleep(into)
+            point = time.monotonic() - began
             now = steps(root)
             running = [s.name for s in now if s.status == "running"]
             before = {s.name: (s.attempts, s.ran_on, dict(s.handoff))
