@@ -98,10 +98,20 @@ def exclude_rules(repo_root: Path, rules: tuple[str, ...]) -> None:
         fh.write("\n".join(["", EXCLUDE_MARK, *missing, ""]))
 
 
+def is_repository(folder: Path) -> bool:
+    """Whether `folder` is the top of a git work tree of its own: a `.git` folder with a HEAD (a
+    repository) or a `.git` file (a worktree). Any other folder is a plain folder, also one
+    with an empty `.git` folder: codex's sandbox leaves one behind (with `.codex`, `.agents`,
+    `.aws`) in a plain folder when a command of it is killed. The one check of "is this a git
+    repository" for a target, a harness root and the files git may hold."""
+    git = folder / ".git"
+    return git.is_file() or (git / "HEAD").is_file()
+
+
 def keep_harness_clean(harness_root: Path) -> None:
     """The user's checkout shows nothing specops created: its state, worktrees and default
     Dagster home stay out of `git status` of a harness root that is a git repository."""
-    if (harness_root / ".git").exists():
+    if is_repository(harness_root):
         exclude_rules(harness_root, HARNESS_FILES)
 
 

@@ -44,6 +44,7 @@ from specops_dag.delivery.queries import (
 from specops_dag.delivery.store import Store, render
 from specops_dag.errors import BlockedError, StateError, UsageError, WriteConflict
 from specops_dag.files import now_iso, sha256_file, write_bytes_atomic
+from specops_dag.gitflow import keep_harness_clean
 from specops_dag.graph import topological_order
 from specops_dag.locking import this_process
 from specops_dag.workflow.catalog import Catalog, load_snapshot
@@ -120,10 +121,7 @@ def new_delivery(store: Store, catalog: Catalog, workflow_id: str, delivery: str
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    if (store.root / ".git").exists():
-        from specops_dag.gitflow import keep_harness_clean  # GitPython only for a git harness root
-
-        keep_harness_clean(store.root)
+    keep_harness_clean(store.root)  # GitPython only for a git harness root
     return state
 
 
@@ -319,7 +317,7 @@ def reopen(store: Store, delivery: str, node: str, reason: str = "") -> list[str
         stamp = now_iso()
         for name in names:
             step = steps[name]
-            files = move_aside(store, state, name, len(step.revisions) + 1)
+            files = move_aside(store, state, step, len(step.revisions) + 1)
             if step.handoff or step.completed_at or files:
                 step.revisions.append(Revision(
                     handoff=step.handoff, consumed=step.consumed, commits=step.commits,
@@ -334,27 +332,62 @@ def reopen(store: Store, delivery: str, node: str, reason: str = "") -> list[str
 REVISIONS = ".revisions"  # phases/<d>/.revisions/<node>/<n>/: a reopened run's own files
 
 
-def move_aside(store: Store, state: Delivery, node: str, number: int) -> str | None:
+def step_record(delivery: str, node: str) -> str:
+    """The step record a node's prompt names under WRITE, from the root of its work tree."""
+    return f"docs/phase/{delivery}/{node}.md"
+
+
+def task_record(delivery: str, node: str, task: str) -> str:
+    """The task record a fan-out task's prompt names under WRITE, from the root of its tree."""
+    return f"docs/phase/{delivery}/{node}-{task}.md"
+
+
+def move_aside(store: Store, state: Delivery, step: Step, number: int) -> str | None:
     """Move what the node's last run left in `phases/<d>/<node>/` (its artifacts, risk file,
     prompt, logs) to `phases/<d>/.revisions/<node>/<number>/`, in the harness root and in the
-    delivery worktree's committed copy alike, so a re-run starts from nothing of its own and
-    nothing of the old run counts as its output. Returns that folder, or None when the node
-    folder held nothing."""
+    delivery worktree's committed copy alike, and its step and task records
+    (`docs/phase/<d>/<node>.md`, `<node>-<task>.md` of the work tree it ran in) to the same
+    paths under that folder, so a re-run
+    starts from nothing of its own and nothing of the old run counts as its output. Returns that
+    folder, or None when the node left nothing there."""
+    node = step.name
     folder = store.delivery_dir(state.phase) / node
-    if not folder.is_dir() or not any(folder.iterdir()):
+    held = folder.is_dir() and any(folder.iterdir())
+    records = old_step_records(store, state, step)
+    if not held and not records:
         return None
     aside = store.delivery_dir(state.phase) / REVISIONS / node / str(number)
-    shutil.rmtree(aside, ignore_errors=True)  # left by a reopen killed before its state write
-    aside.parent.mkdir(parents=True, exist_ok=True)
-    folder.rename(aside)
-    folder.mkdir()
-    if state.worktree:
-        copy = workdir(store, state) / "phases" / state.phase
-        if (copy / node).is_dir():
-            (copy / REVISIONS / node).mkdir(parents=True, exist_ok=True)
-            shutil.rmtree(copy / REVISIONS / node / str(number), ignore_errors=True)
-            (copy / node).rename(copy / REVISIONS / node / str(number))
+    if held:
+        shutil.rmtree(aside, ignore_errors=True)  # left by a reopen killed before its state write
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        folder.rename(aside)
+        folder.mkdir()
+    else:  # the step record alone (what a killed reopen moved before it is kept)
+        aside.mkdir(parents=True, exist_ok=True)
+    copy = workdir(store, state) / "phases" / state.phase if state.worktree else None
+    if copy is not None and (copy / node).is_dir():
+        (copy / REVISIONS / node).mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(copy / REVISIONS / node / str(number), ignore_errors=True)
+        (copy / node).rename(copy / REVISIONS / node / str(number))
+    for rel, record in records:  # the delivery's tree first: its record is the one committed
+        for into in (aside, *([copy / REVISIONS / node / str(number)] if copy else [])):
+            if not (into / rel).exists():
+                (into / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(record, into / rel)
+        record.unlink()
     return aside.relative_to(store.root).as_posix() + "/"
+
+
+def old_step_records(store: Store, state: Delivery, step: Step) -> list[tuple[str, Path]]:
+    """(path from the tree's root, file) of each record the last run of `step` left — its step
+    record and its fan-out tasks' records — in the delivery's work tree (the worktree of
+    feat-<d>, or a plain-folder target itself) and in the node's own worktree while it has one
+    (`step.worktree`, until its work is merged)."""
+    trees = dict.fromkeys((workdir(store, state),
+                           *([workdir(store, state, step)] if step.worktree else [])))
+    rels = [step_record(state.phase, step.name),
+            *(task_record(state.phase, step.name, t.id) for t in step.tasks)]
+    return [(rel, tree / rel) for tree in trees for rel in rels if (tree / rel).is_file()]
 
 
 def resume(store: Store, delivery: str, node: str) -> Step:

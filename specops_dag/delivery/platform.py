@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from specops_dag.errors import UsageError
+from specops_dag.gitflow import is_repository
 
 ASPNETCORE, EF_CORE = "aspnetcore", "ef-core"
 WEB_SDK = "microsoft.net.sdk.web"
@@ -59,7 +60,7 @@ def platforms_in(rel: str, data: bytes) -> list[str]:
 
 def project_files(repo: Path, delivery: str) -> Iterator[tuple[str, bytes]]:
     """(path relative to `repo`, bytes) of each MSBuild file that may name a platform."""
-    if (repo / ".git").exists():
+    if is_repository(repo):  # an empty `.git` folder is a plain folder's
         yield from committed_files(repo, delivery)
         return
     for folder, dirs, files in os.walk(repo):

@@ -16,6 +16,7 @@ from specops_dag.builtin import BUILTIN_DEFS, BUILTIN_PREFIX
 from specops_dag.delivery.platform import origin_text
 from specops_dag.errors import UsageError
 from specops_dag.files import WORKTREES, sha256_file
+from specops_dag.gitflow import is_repository
 
 RISK_FILE = "risk.md"  # in a node folder: the agent raises a risk for a person to decide
 
@@ -75,11 +76,9 @@ def target_of(root: Path, state: Delivery) -> Path:
 
 def is_git_target(target: Path) -> bool:
     """A target with its own `.git` (a repository folder with a HEAD, or a worktree's file) works
-    on a feat-<d> worktree; any other folder is a plain target the agent changes in place. An
-    empty `.git` folder is not a repository: codex's sandbox leaves one behind in a plain
-    folder when a command of it is killed."""
-    git = target / ".git"
-    return git.is_file() or (git / "HEAD").is_file()
+    on a feat-<d> worktree; any other folder, also one with an empty `.git` folder, is a plain
+    target the agent changes in place (`gitflow.is_repository`, the one such check)."""
+    return is_repository(target)
 
 
 def work_path(root: Path, state: Delivery, step: Step | None = None) -> Path:

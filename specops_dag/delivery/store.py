@@ -27,7 +27,7 @@ from specops_dag.delivery.model import (
     Step,
     derive_status,
 )
-from specops_dag.errors import StateError, UsageError
+from specops_dag.errors import SpecopsError, StateError, UsageError
 from specops_dag.files import now_iso, write_bytes_atomic, write_json_atomic
 from specops_dag.locking import OWNERS, Lease, held, lock_holder  # noqa: F401 — lock_holder: API
 
@@ -41,27 +41,49 @@ def migrate(data: dict, where: str) -> dict:
     return data
 
 
-def restore_advice(where: str) -> str:
-    """How to get a broken state file back. Git holds it only once a metadata commit took it (a
-    plain-folder target has none, nor a delivery before its first), so git is named as a maybe."""
-    return ("restore it from a backup, or from git if a metadata commit holds it "
-            f"(`git log --all -- {where}` lists them)")
+def restore_advice(where: str, root: Path | None = None) -> str:
+    """How to get a broken file of the harness root `root` back (`where`: its path relative to
+    that root). Git is named only when it can give the file back: the harness root is a git
+    repository and some commit of it holds that path (a metadata commit on feat-<d>); a
+    plain-folder root, a file never committed (a delivery before its first metadata commit,
+    a separate target's) or an unknown root gets the backup alone."""
+    if root is None or not committed(root, where):
+        return "restore it from a backup"
+    return (f"restore it from a backup, or from git, where a commit holds it (`git log --all -- "
+            f"{where}` lists the commits)")
+
+
+def committed(root: Path, where: str) -> bool:
+    """Whether a commit of any ref of the harness root's repository holds the path `where`
+    (`git log --all -1 -- <where>`, taken literally); False for a root that is no git
+    repository (`gitflow.is_repository`) or when git cannot answer."""
+    from specops_dag.gitflow import is_repository, run_git  # only on an error's way out
+
+    if not is_repository(root):
+        return False
+    try:
+        found = run_git(root, "--literal-pathspecs", "log", "--all", "--format=%H", "-1", "--",
+                        where)
+    except (SpecopsError, OSError):  # git not installed, the root gone
+        return False
+    return found.ok and bool(found.stdout.strip())
 
 
 MAX_STATE_BYTES = 64 << 20  # a 3,000-node delivery's state is a few MiB
 SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abAB]")  # a `\ud800`-style half of a pair
 
 
-def read_model(path: Path, where: str, model: type[M]) -> M:
-    """A state file parsed and validated, or a StateError naming the file, the field and the fix."""
-    return parse_model(read_capped(path, where), where, model)
+def read_model(path: Path, where: str, model: type[M], root: Path | None = None) -> M:
+    """A state file parsed and validated, or a StateError naming the file, the field and the fix
+    (`root`: the harness root `where` is relative to, see `restore_advice`)."""
+    return parse_model(read_capped(path, where, root), where, model, root)
 
 
-def read_capped(path: Path, where: str) -> bytes:
+def read_capped(path: Path, where: str, root: Path | None = None) -> bytes:
     """A state file's bytes, refused past the size cap before anything is read."""
     if path.stat().st_size > MAX_STATE_BYTES:
         raise StateError(f"{where}: larger than {MAX_STATE_BYTES:,} bytes, more than any "
-                         f"state specops writes; {restore_advice(where)}")
+                         f"state specops writes; {restore_advice(where, root)}")
     return path.read_bytes()
 
 
@@ -79,9 +101,9 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def parse_model(raw: bytes, where: str, model: type[M]) -> M:
+def parse_model(raw: bytes, where: str, model: type[M], root: Path | None = None) -> M:
     """The bytes of `where` parsed and validated, or a StateError naming the file, the field and
-    the fix."""
+    the fix (`root`: the harness root `where` is relative to, see `restore_advice`)."""
     try:
         if not SURROGATE_ESCAPE.search(raw):  # the common case, parsed and checked in Rust
             try:
@@ -94,27 +116,28 @@ def parse_model(raw: bytes, where: str, model: type[M]) -> M:
         text = raw.decode("utf-8")
         data = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise StateError(f"{where}: not valid JSON ({err}); {restore_advice(where)}") from err
+        raise StateError(f"{where}: not valid JSON ({err}); {restore_advice(where, root)}") from err
     except RecursionError:
         raise StateError(f"{where}: nested too deeply to be a specops state file; "
-                         f"{restore_advice(where)}") from None
+                         f"{restore_advice(where, root)}") from None
     try:  # only a `\u` escape can hold a lone surrogate: files without one skip the re-dump
         if "\\u" in text:
             json.dumps(data, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as err:  # a `\ud800` escape decodes to a lone surrogate
         raise StateError(f"{where}: an escape `\\u{ord(err.object[err.start]):04x}` is half of "
                          "a UTF-16 surrogate pair, not a character; fix the file or "
-                         f"{restore_advice(where)}") from None
+                         f"{restore_advice(where, root)}") from None
     try:
         return model.model_validate(migrate(data, where) if isinstance(data, dict) else data)
     except ValidationError as err:
         first = err.errors()[0]
         loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
         raise StateError(f"{where}: {loc.lstrip('.') or '(top level)'}: {first['msg']}; fix "
-                         f"the file or {restore_advice(where)}") from err
+                         f"the file or {restore_advice(where, root)}") from err
 
 
-def check_delivery(state: Delivery, delivery: str, where: str) -> Delivery:
+def check_delivery(state: Delivery, delivery: str, where: str,
+                   root: Path | None = None) -> Delivery:
     """The state's own rules, checked before any use (see `reading.state_problem`)."""
     from specops_dag.delivery.queries import (  # standard library only, like this module's use
         state_problem,
@@ -122,7 +145,7 @@ def check_delivery(state: Delivery, delivery: str, where: str) -> Delivery:
 
     problem = state_problem(state, delivery)
     if problem:
-        raise StateError(f"{where}: {problem}; fix the file or {restore_advice(where)}")
+        raise StateError(f"{where}: {problem}; fix the file or {restore_advice(where, root)}")
     return state
 
 
@@ -177,7 +200,7 @@ class Store:
         if not path.is_file():
             raise UsageError(f"unknown delivery `{delivery}`: {where} not found; list deliveries "
                              "with `specops status` or create one with `specops new`")
-        raw = read_capped(path, where)
+        raw = read_capped(path, where, self.root)
         key = os.path.realpath(path)
         written = WRITTEN.get(key)
         if written is not None and (step is not None or not written.shared) and \
@@ -185,13 +208,14 @@ class Store:
             if written.shared:  # the step to change becomes this transaction's own object
                 own(written.state, raw, step, written.layout)
             return written.state, raw, written.layout
-        return check_delivery(parse_model(raw, where, Delivery), delivery, where), None, None
+        return check_delivery(parse_model(raw, where, Delivery, self.root), delivery, where,
+                              self.root), None, None
 
     def read_index(self) -> Index:
         path = self.phases / "index.json"
         if not path.is_file():
             return Index()
-        return read_model(path, "phases/index.json", Index)
+        return read_model(path, "phases/index.json", Index, self.root)
 
     @contextlib.contextmanager
     def lock(self, name: str, what: str) -> Iterator[None]:

@@ -279,11 +279,7 @@ def run_codex_attempt(store: Store, state: Delivery, step: Step, catalog: Catalo
     (folder / "prompt.md").write_text(redact(prompt.text, secrets), encoding="utf-8")
     preparation = None
     if step.attempts == 1:
-        preparation = ((True, "restored by the executor before attempt 1 (NuGet packages in "
-                        f"{env['NUGET_PACKAGES']}, dotnet home {env['DOTNET_CLI_HOME']}), in "
-                        "the preflight's validation of the base tree; logs in "
-                        f"{folder / 'validation' / 'preflight'}") if restored
-                       else prepare_dotnet(store, state, step, target, env, catalog))
+        preparation = prepare_dotnet(store, state, step, target, env, catalog, restored=restored)
     if preparation is not None and not preparation[0]:
         return AttemptResult(False, preparation[1], environment=True, preparation=preparation[1])
     session = codex_session(store, settings, phase, codex_bin, prompt=prompt.text, cwd=target,
@@ -450,29 +446,74 @@ def use_codex_home(store: Store, settings: AgentSettings, env: dict[str, str]) -
 
 
 def prepare_dotnet(store: Store, state: Delivery, step: Step, target: Path,
-                   env: dict[str, str], catalog: Catalog) -> tuple[bool, str]:
+                   env: dict[str, str], catalog: Catalog, restored: bool = False
+                   ) -> tuple[bool, str]:
     """Before a step's first call: restore the worktree outside the sandbox with the agent's own
-    NuGet and dotnet homes, so the agent can build and test `--no-restore` without network.
+    NuGet and dotnet homes, so the agent can build and test `--no-restore` without network
+    (`restored`: the preflight's validation of the base tree did it), then the packages its
+    upstream plan or spec lists under `## Packages` (`plan_packages`).
     (ok, what was done — for the step record); not ok blocks the step."""
     from specops_dag.validation.dotnet import restore_worktree
 
-    log_dir = node_dir(store, state.phase, step.name) / "validation" / "restore"
+    folder = node_dir(store, state.phase, step.name)
+    log_dir = folder / "validation" / "restore"
+    if restored:
+        done = (f"restored by the executor before attempt 1 (NuGet packages in "
+                f"{env['NUGET_PACKAGES']}, dotnet home {env['DOTNET_CLI_HOME']}), in the "
+                f"preflight's validation of the base tree; logs in "
+                f"{folder / 'validation' / 'preflight'}")
+    else:
+        try:
+            report = restore_worktree(target, log_dir, env,
+                                      config=layout_of(catalog, state, step))
+        except ToolMissing:
+            return True, ("restore skipped: `dotnet` is not on PATH, so the worktree was not "
+                          "restored and the agent cannot build or test")
+        if report is not None and not report.passed:
+            return False, (f"environment error: the executor's `dotnet restore` before the "
+                           f"first attempt failed, no agent call was made: {report.message}; "
+                           f"logs in {log_dir}; fix the package sources or the network, then "
+                           f"`specops resume {state.phase} {step.name}`")
+        done = ("restore skipped: no .NET project to restore in the worktree" if report is None
+                else f"restored by the executor before attempt 1 (NuGet packages in "
+                     f"{env['NUGET_PACKAGES']}, dotnet home {env['DOTNET_CLI_HOME']}); logs in "
+                     f"{log_dir}")
+    packages = plan_packages(store, state, step, target, env, catalog)
+    return True, done if packages is None else f"{done}; {packages}"
+
+
+def plan_packages(store: Store, state: Delivery, step: Step, target: Path, env: dict[str, str],
+                  catalog: Catalog) -> str | None:
+    """The packages the step's upstream markdown handoffs (its `consumed` inputs: the plan, the
+    spec) list under `## Packages`, restored outside the sandbox, with the network, into the
+    agent's own package folder (`env`'s NUGET_PACKAGES), so its offline `dotnet restore` finds
+    them. What was done, for the step's preparation; None when nothing is listed. Never blocks:
+    a package the source does not serve is named there."""
+    from specops_dag.validation.packages import Package, listed_packages, restore_packages
+
+    listed: dict[str, Package] = {}
+    sources = []
+    for rel in dict.fromkeys(ref.path for ref in step.consumed.values()):
+        path = store.root / rel
+        if path.suffix.lower() != ".md" or not path.is_file():
+            continue
+        found = listed_packages(path.read_text(encoding="utf-8", errors="replace"))
+        sources += [rel] if found else []
+        for package in found:
+            listed.setdefault(package.id.lower(), package)
+    if not listed:
+        return None
+    packages = list(listed.values())
+    folder = node_dir(store, state.phase, step.name)
     try:
-        report = restore_worktree(target, log_dir, env,
-                                  config=layout_of(catalog, state, step))
+        with tempfile.TemporaryDirectory(prefix=".packages-", dir=folder) as scratch:
+            result = restore_packages(target, packages, Path(scratch),
+                                      folder / "validation" / "packages", env,
+                                      config=layout_of(catalog, state, step))
     except ToolMissing:
-        return True, ("restore skipped: `dotnet` is not on PATH, so the worktree was not "
-                      "restored and the agent cannot build or test")
-    if report is None:
-        return True, "restore skipped: no .NET project to restore in the worktree"
-    if not report.passed:
-        return False, (f"environment error: the executor's `dotnet restore` before the first "
-                       f"attempt failed, no agent call was made: {report.message}; logs in "
-                       f"{log_dir}; fix the package sources or the network, then `specops "
-                       f"resume {state.phase} {step.name}`")
-    return True, (f"restored by the executor before attempt 1 (NuGet packages in "
-                  f"{env['NUGET_PACKAGES']}, dotnet home {env['DOTNET_CLI_HOME']}); logs in "
-                  f"{log_dir}")
+        return (f"the plan's packages (`## Packages` of {', '.join(sources)}): "
+                f"{', '.join(map(str, packages))} not restored: `dotnet` is not on PATH")
+    return result.describe(sources)
 
 
 def review_of(catalog: Catalog, state: Delivery, step: Step) -> tuple[str, int] | None:

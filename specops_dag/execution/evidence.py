@@ -194,12 +194,12 @@ def read_evidence(store: Store, state: Delivery, node: str | None) -> list[dict]
         path = store.root / ref.path
         if not path.is_file():
             raise StateError(f"{ref.path}: the evidence of `{step.name}` is missing; "
-                             f"{restore_advice(ref.path)}, or `specops reopen {state.phase} "
-                             f"{step.name}` to make it again")
+                             f"{restore_advice(ref.path, store.root)}, or `specops reopen "
+                             f"{state.phase} {step.name}` to make it again")
         if sha256_file(path) != ref.sha256:
             raise StateError(f"{ref.path}: changed since `{step.name}` completed (registered "
                              f"sha256 {ref.sha256[:12]}, now {sha256_file(path)[:12]}); "
-                             f"{restore_advice(ref.path)} — evidence is never edited")
+                             f"{restore_advice(ref.path, store.root)} — evidence is never edited")
         records.append(json.loads(path.read_text(encoding="utf-8")))
     return records
 

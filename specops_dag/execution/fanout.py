@@ -23,7 +23,7 @@ from pathlib import Path
 from specops_dag import gitflow
 from specops_dag.agent.codex import AgentSettings, find_codex
 from specops_dag.agent.prompt import TaskView, assemble_prompt, failure_summary, handoff_rel
-from specops_dag.delivery.lifecycle import target_path, workdir
+from specops_dag.delivery.lifecycle import target_path, task_record, workdir
 from specops_dag.delivery.model import Delivery, Step, TaskRecord
 from specops_dag.delivery.queries import agent_path
 from specops_dag.delivery.store import Store
@@ -124,6 +124,12 @@ def run_fan_out(store: Store, state: Delivery, step: Step, catalog: Catalog,
                 rec.status = "pending"
                 rec.last_failure = rec.last_failure or "the session was interrupted"
         order = [t.id for t in node.tasks]
+    packages = None  # the plan's `## Packages`, restored once for every task's session
+    if step.attempts == 1 and step.validation == "full":
+        from specops_dag.execution.attempt import plan_packages
+
+        packages = plan_packages(store, state, step, ctx.tree, step_env(store, state, step),
+                                 catalog)
     ctx.say(f"fan-out of {len(order)} tasks, at most {parallel} at once")
     running: dict[Future, str] = {}
     with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="task") as pool:
@@ -168,7 +174,7 @@ def run_fan_out(store: Store, state: Delivery, step: Step, catalog: Catalog,
         f"restored by the executor before attempt 1 (NuGet packages in "
         f"{caches['NUGET_PACKAGES']}, dotnet home {caches['DOTNET_CLI_HOME']}) of each task, in "
         f"its own worktree; logs in {node_dir(store, state.phase, step.name) / 'tasks'}/<task>/"
-        "validation/restore"))
+        "validation/restore" + (f"; {packages}" if packages else "")))
 
 
 def merge_ready(ctx: FanOut, state: Delivery, step: Step, order: list[str]) -> bool:
@@ -476,18 +482,13 @@ def gather_artifacts(ctx: FanOut, state: Delivery, step: Step,
             write_text_atomic(path, "\n".join(parts))
 
 
-def task_record_rel(delivery: str, node: str, task: str) -> str:
-    """The task record a task's prompt names under WRITE, from the root of its tree."""
-    return f"docs/phase/{delivery}/{node}-{task}.md"
-
-
 def leave_handoff(ctx: FanOut, step: Step, tasks: list[TaskRecord]) -> None:
     """Once every task is merged: each task's record copied from its worktree into the node's
     tree (a task's branch holds its product only; the records are committed with the node's
     metadata), and the node's `## <node>` section of the delivery handoff written there. The
     executor writes it, not the tasks: parallel sessions editing one file could not all merge."""
     for rec in tasks:
-        rel = task_record_rel(ctx.delivery, ctx.node, rec.id)
+        rel = task_record(ctx.delivery, ctx.node, rec.id)
         source = (ctx.store.root / rec.worktree / rel) if rec.worktree else None
         if source is not None and source.is_file():
             (ctx.tree / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -507,7 +508,7 @@ def handoff_section(ctx: FanOut, step: Step, tasks: list[TaskRecord]) -> str:
              "sessions of their own and were merged into its tree in task order; the node's "
              "validation passed on the merged tree.", "", "Tasks:"]
     for rec in tasks:
-        rel = task_record_rel(d, n, rec.id)
+        rel = task_record(d, n, rec.id)
         lines.append(f"- `{rec.id}` {rec.title}: {rec.status}; task record {rel}"
                      + ("" if (ctx.tree / rel).is_file() else " (not written)"))
     arts = [f"- `{a.id}`: phases/{d}/{n}/{a.path}"

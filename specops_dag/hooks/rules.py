@@ -1,9 +1,10 @@
 """What the PreToolUse hook denies (seed 001 §7), in one auditable file: recursive and wildcard
 deletes of guarded paths and bulk deletes inside the repository, the harness root or the target
-other than of build output and the node folder's scratch (`rm`, `find`, `git rm`) and moves of
-their files out of them (`mv`), deletes of paths computed at run time, history-rewriting and
+other than of build output and the node folder's scratch (`rm`, `find`, `git rm`, `rsync
+--delete`, `shred`) and moves of their files out of them (`mv`, `rsync --remove-source-files`),
+deletes of paths computed at run time, history-rewriting and
 work-discarding git, any other git that writes the repository's `.git` (read-only in the
-agent's sandbox: it would only fail there) and every push, `dd` onto a disk,
+agent's sandbox: it would only fail there) and every push, `dd` or `shred` onto a disk,
 `dotnet ef database drop`, SQL that destroys tables or rows, `mkfs`, interactive database shells
 and F# sessions, and the labels of the guarded paths. Each rule takes the `walk.Walk` that read
 the command and returns the deny reason or None; each alternative a reason suggests is one the
@@ -55,6 +56,20 @@ FIND_ONE_ARG = {"-type", "-xtype", "-size", "-user", "-group", "-perm", "-newer"
                 "-files0-from", "-anewer", "-cnewer"}  # and -newerXY (-newermt …)
 FIND_EXEC = {"-exec", "-execdir", "-ok", "-okdir"}
 DELETERS = {"rm", "unlink", "shred"}
+# rsync's options that take the next word as their value, and its short ones that do
+RSYNC_VALUE_OPTIONS = {
+    "--rsh", "--filter", "--exclude", "--include", "--exclude-from", "--include-from",
+    "--files-from", "--temp-dir", "--partial-dir", "--backup-dir", "--suffix", "--compare-dest",
+    "--copy-dest", "--link-dest", "--chmod", "--chown", "--block-size", "--bwlimit",
+    "--max-size", "--min-size", "--max-delete", "--max-alloc", "--timeout", "--contimeout",
+    "--port", "--sockopts", "--password-file", "--log-file", "--log-file-format",
+    "--out-format", "--remote-option", "--rsync-path", "--info", "--debug", "--usermap",
+    "--groupmap", "--modify-window", "--iconv", "--checksum-choice", "--compress-choice",
+    "--compress-level", "--skip-compress", "--outbuf", "--write-batch", "--only-write-batch",
+    "--read-batch", "--protocol", "--checksum-seed", "--address", "--stop-after", "--stop-at",
+    "--early-input", "--copy-as"}
+RSYNC_VALUE_LETTERS = "efTBM@"
+REMOTE = re.compile(r"[^/]*:|rsync://")  # host:path, host::module, rsync://host/…
 # What every delete reason suggests instead (the worktree's `.git` is read-only and codex itself
 # rejects `rm -f`, so neither `git rm`/`git clean` nor `rm -rf` is an alternative).
 DELETE_INSTEAD = ("delete single files by name (`rm <file>`, or apply_patch "
@@ -65,6 +80,11 @@ PUSH_NOTHING = "the product commits and pushes after validation: push nothing"
 GIT_WRITE = ("writes the git metadata (.git), read-only in this session: the product commits "
              "after validation; leave your changes in the working tree (see them with "
              "`git status` and `git diff`); " + UNDO)
+# The EF Core tools are a download the offline sandbox cannot make (the ef-core-migrations skill).
+MIGRATION_INSTEAD = ("change the schema with a new migration instead, written by hand as the "
+                     "ef-core-migrations skill says (apply_patch "
+                     "`*** Add File: <project>/Migrations/<timestamp>_<Name>.cs`, with the test "
+                     "that proves it): the EF Core tools cannot be restored offline")
 MOVE_INSTEAD = "copy it out instead (`cp -r <path> /tmp/`), and move files only within {what}"
 INTERACTIVE = ("starts an interactive {what}; what is typed into it later never reaches this "
                "hook, so it is denied: run each command directly (e.g. `bash -c '…'`, "
@@ -477,8 +497,89 @@ def dotnet(walk: Walk, words: list[str]) -> str | None:
     ef = words[1:] if command_name(words[0]) == "dotnet-ef" else words[2:] if words[1:2] == [
         "ef"] else []
     if "drop" in ef and "database" in ef[:ef.index("drop")]:
-        return (f"`{shown(words)}` drops the database; change the schema with a migration "
-                "instead (`dotnet ef migrations add <Name>`)")
+        return f"`{shown(words)}` drops the database; {MIGRATION_INSTEAD}"
+    return None
+
+
+def rsync(walk: Walk, words: list[str]) -> str | None:
+    """`rsync --delete` deletes every file of its destination that its source lacks (all of
+    them, from an empty source), a bulk delete; `--remove-source-files` moves its sources, as
+    `mv` does. A dry run (`-n`) changes nothing."""
+    options, positional, args, i = set(), [], words[1:], 0
+    while i < len(args):
+        arg, i = args[i], i + 1
+        if arg == "--":
+            positional += args[i:]
+            break
+        if arg.startswith("--"):
+            name, eq, _ = arg.partition("=")
+            options.add(name)
+            i += name in RSYNC_VALUE_OPTIONS and not eq
+        elif short(arg):
+            letters = arg[1:]
+            k = next((j for j, c in enumerate(letters) if c in RSYNC_VALUE_LETTERS), None)
+            options |= {f"-{c}" for c in letters[:k]}
+            i += k is not None and k == len(letters) - 1
+        else:
+            positional.append(arg)
+    deletes = any(o == "--del" or o.startswith("--delete") for o in options)
+    removes = any(o.startswith("--remove-s") for o in options)
+    if len(positional) < 2 or not (deletes or removes) or options & {"-n", "--dry-run",
+                                                                   "--list-only"}:
+        return None
+    *sources, dest = positional
+    remote = REMOTE.match(dest) is not None
+    dests = [dest] if remote else walk.paths(dest) if walk.known(dest) else []
+    if deletes and not remote:
+        if not dests:
+            return f"`{shown(words)}` {computed(walk, dest)}; {DELETE_INSTEAD}"
+        for path in dests:
+            if what := label(walk, path):
+                return (f"`{shown(words)}` deletes every file in {what} that its source lacks; "
+                        f"{DELETE_INSTEAD}")
+            if place := bulk_place(walk, path):
+                under = f" under `{place[0]}`" if place[0] != "." else ""
+                return (f"`{shown(words)}` deletes every file of {place[1]}{under} that its "
+                        f"source lacks; {DELETE_INSTEAD}")
+    if removes:
+        for source in sources:
+            if computed(walk, source):
+                return (f"`{shown(words)}` moves a path computed at run time, which the hook "
+                        "cannot check; " + MOVE_INSTEAD.format(what="the repository"))
+            for path in [] if REMOTE.match(source) else walk.paths(source):
+                if place := moved_out(walk, path, dests):
+                    return f"`{shown(words)}` {place[0]}; " + MOVE_INSTEAD.format(what=place[1])
+    return None
+
+
+def shred(walk: Walk, words: list[str]) -> str | None:
+    """shred overwrites each file it is given beyond recovery (and deletes it with `-u`): denied
+    for the files of the repository, the target and the harness root other than build output
+    and scratch, as a bulk delete of them is, and for disk devices, as `dd` onto them is."""
+    remove, targets, options, args, i = False, [], True, words[1:], 0
+    while i < len(args):
+        arg, i = args[i], i + 1
+        if options and arg == "--":
+            options = False
+        elif options and arg.startswith("--"):
+            remove |= arg.partition("=")[0] == "--remove"
+            i += arg in ("--iterations", "--size", "--random-source")
+        elif options and short(arg):  # -n N and -s N take a value: `-vun3`, `-n 3`
+            k = next((j for j, c in enumerate(arg) if c in "ns"), len(arg))
+            remove |= "u" in arg[:k]
+            i += k == len(arg) - 1
+        elif arg != "-":
+            targets.append(arg)
+    harm = "overwrites and deletes" if remove else "overwrites"
+    for target in targets:
+        if why := computed(walk, target):
+            return f"`{shown(words)}` {why.replace('deletes', harm, 1)}; {DELETE_INSTEAD}"
+        for path in walk.paths(target):
+            if path.startswith("/dev/") and not SAFE_DEVICES.fullmatch(path):
+                return f"`{shown(words)}` overwrites the disk device {path}; never run it here"
+            if place := bulk_place(walk, path):
+                return (f"`{shown(words)}` {harm} `{place[0]}` of {place[1]} beyond recovery; "
+                        f"{DELETE_INSTEAD}")
     return None
 
 
@@ -488,7 +589,7 @@ def mkfs(walk: Walk, words: list[str]) -> str | None:
 
 RULES: dict[str, Callable[[Walk, list[str]], str | None]] = {
     "rm": rm, "mv": mv, "git": git, "find": find, "dd": dd, "dotnet": dotnet,
-    "dotnet-ef": dotnet}
+    "dotnet-ef": dotnet, "rsync": rsync, "shred": shred}
 
 
 def rule_for(name: str) -> Callable[[Walk, list[str]], str | None] | None:

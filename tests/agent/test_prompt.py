@@ -122,8 +122,7 @@ def test_the_failure_summary_keeps_head_and_tail_within_4000_chars(size: int) ->
 
 CONTEXT_ERRORS = [
     pytest.param("not-a-list", "phases/d1/index.json: steps[0].context_files: Input should be a "
-                 "valid list; fix the file or restore it from a backup, or from git if a "
-                 "metadata commit holds it (`git log --all -- phases/d1/index.json` lists them)",
+                 "valid list; fix the file or restore it from a backup",
                  id="malformed"),
     pytest.param(["docs/none.md"], "phases/d1/index.json: steps[0].context_files[0]: "
                  "`docs/none.md` not found in {root}; fix the path or remove it", id="missing"),

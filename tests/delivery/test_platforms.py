@@ -13,6 +13,7 @@ import yaml
 
 from specops_dag.delivery import lifecycle as ops
 from specops_dag.delivery.platform import detect_platforms, platforms_in
+from specops_dag.delivery.queries import work_path
 from specops_dag.delivery.store import Store
 from specops_dag.errors import UsageError
 from specops_dag.workflow.catalog import definition_roots, load_catalog
@@ -200,3 +201,32 @@ def test_specops_new_prints_the_platforms_and_status_shows_them(
             "  question: May the agent change the target repository now?"]
     status = specops(clean_env, root, "status", "d1")
     assert status.stdout.splitlines()[2] == "platforms: aspnetcore (from src/TodoApi/TodoApi.csproj)"
+
+
+SANDBOX_LEFTOVERS = (".git", ".codex", ".agents", ".aws")  # empty, as codex's sandbox leaves them
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(("args", "line"), [
+    pytest.param([], "platforms: aspnetcore (from src/TodoApi/TodoApi.csproj); `--platform P` "
+                     "replaces the detection", id="detected-on-disk"),
+    pytest.param(["--platform", "ef-core"], "platforms: ef-core (from --platform)",
+                 id="with-platform"),
+])
+def test_specops_new_on_a_plain_folder_with_a_sandboxs_empty_git_folder_makes_a_plain_folder_delivery(
+        tmp_path: Path, clean_env: dict[str, str], args: list[str], line: str) -> None:
+    root = write_tree(copy_fixture(tmp_path, "minimal-api"), DIAMOND)  # the root is the target
+    for leftover in SANDBOX_LEFTOVERS:
+        (root / leftover).mkdir()
+    result = specops(clean_env, root, "new", "quick-delivery", "d1", "--request", "x", *args)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout.splitlines()[0] == ("created delivery d1 (quick-delivery, 3 steps) in "
+                                             "phases/d1/; run it with `specops run d1`")
+    assert result.stdout.splitlines()[2] == line
+    state = Store(root).read("d1")
+    assert state.target == "."
+    assert work_path(root, state) == root.resolve()  # the agent works in the folder itself
+    for leftover in SANDBOX_LEFTOVERS:  # nothing was written into them (no git exclude file)
+        assert list((root / leftover).iterdir()) == []
+    assert sorted(p.name for p in (root / "phases").iterdir()) == [".index.lock", "d1",
+                                                                    "index.json"]

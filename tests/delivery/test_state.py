@@ -16,9 +16,12 @@ from specops_dag.delivery import queries as reading
 from specops_dag.delivery.model import Delivery
 from specops_dag.delivery.store import Store
 from specops_dag.errors import DefinitionError, StateError, UsageError, WriteConflict
+from specops_dag.execution.step import run_step
 from specops_dag.files import now_iso
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
+from ..support.git import git_harness
+from ..support.git import new as git_new
 from ..support.harness import complete, make_delivery
 
 
@@ -291,11 +294,9 @@ def test_gates_in_front_of_a_step_keep_it_from_being_runnable_until_approved(
 @pytest.mark.parametrize(("text", "message"), [
     ('{"schema_version": 1, "request": "Add \\ud800 cache."}',
      "phases/d1/index.json: an escape `\\ud800` is half of a UTF-16 surrogate pair, not a "
-     "character; fix the file or restore it from a backup, or from git if a metadata commit "
-     "holds it (`git log --all -- phases/d1/index.json` lists them)"),
+     "character; fix the file or restore it from a backup"),
     ("[1, 2]", "phases/d1/index.json: (top level): Input should be a valid dictionary or "
-               "instance of Delivery; fix the file or restore it from a backup, or from git if "
-               "a metadata commit holds it (`git log --all -- phases/d1/index.json` lists them)"),
+               "instance of Delivery; fix the file or restore it from a backup"),
 ])
 def test_a_state_file_that_is_json_but_not_a_state_is_refused_with_its_exact_error(
         diamond_root: Path, text: str, message: str) -> None:
@@ -320,8 +321,7 @@ def test_a_hand_edited_budget_that_is_no_limit_is_refused_with_its_exact_error(
     with pytest.raises(StateError) as err:
         store.read("d1")
     assert err.value.message == (f"phases/d1/index.json: {field}: {why}; fix the file or "
-                                 "restore it from a backup, or from git if a metadata commit "
-                                 "holds it (`git log --all -- phases/d1/index.json` lists them)")
+                                 "restore it from a backup")
 
 
 def test_a_hand_edited_negative_attempt_count_is_refused_with_its_exact_error(
@@ -335,8 +335,7 @@ def test_a_hand_edited_negative_attempt_count_is_refused_with_its_exact_error(
         store.read("d1")
     assert err.value.message == ("phases/d1/index.json: steps[0].attempts: Input should be "
                                  "greater than or equal to 0; fix the file or restore it from a "
-                                 "backup, or from git if a metadata commit holds it "
-                                 "(`git log --all -- phases/d1/index.json` lists them)")
+                                 "backup")
 
 
 def test_a_corrupt_delivery_list_is_refused_with_its_exact_error(diamond_root: Path) -> None:
@@ -346,8 +345,59 @@ def test_a_corrupt_delivery_list_is_refused_with_its_exact_error(diamond_root: P
         store.read_index()
     assert err.value.message == (
         "phases/index.json: not valid JSON (Expecting property name enclosed in double quotes: "
-        "line 1 column 2 (char 1)); restore it from a backup, or from git if a metadata commit "
-        "holds it (`git log --all -- phases/index.json` lists them)")
+        "line 1 column 2 (char 1)); restore it from a backup")
+
+
+NOT_JSON = ("not valid JSON (Expecting property name enclosed in double quotes: line 1 column 2 "
+            "(char 1))")
+
+
+def corrupt(store: Store) -> tuple[str, str]:
+    """The messages reading a corrupt delivery state and a corrupt delivery list give."""
+    for path in (store.index_path("d1"), store.phases / "index.json"):
+        path.write_text("{")
+    messages = []
+    for read in (lambda: store.read("d1"), store.read_index):
+        with pytest.raises(StateError) as err:
+            read()
+        messages.append(err.value.message)
+    return messages[0], messages[1]
+
+
+def test_a_broken_state_file_of_a_plain_folder_harness_root_is_to_be_restored_from_a_backup_alone(
+        diamond_root: Path) -> None:
+    store = make_delivery(diamond_root)
+    (diamond_root / ".git").mkdir()  # empty, as codex's sandbox leaves it: no repository
+    assert corrupt(store) == (
+        f"phases/d1/index.json: {NOT_JSON}; restore it from a backup",
+        f"phases/index.json: {NOT_JSON}; restore it from a backup")
+
+
+def test_a_broken_state_file_no_commit_holds_is_to_be_restored_from_a_backup_alone(
+        tmp_path: Path) -> None:
+    root, _ = git_harness(tmp_path)  # a git repository, but the delivery never ran
+    assert corrupt(git_new(root)) == (
+        f"phases/d1/index.json: {NOT_JSON}; restore it from a backup",
+        f"phases/index.json: {NOT_JSON}; restore it from a backup")
+
+
+def test_a_broken_state_file_a_metadata_commit_holds_is_to_be_restored_from_a_backup_or_git(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CALLS", str(tmp_path / "calls.log"))
+    root, _ = git_harness(tmp_path)
+    store = git_new(root)
+    assert run_step(store, "d1", "a").status == "completed"  # its metadata commit holds the state
+    # the delivery list is in no commit: git is offered for the delivery's state alone
+    assert corrupt(store) == (
+        f"phases/d1/index.json: {NOT_JSON}; restore it from a backup, or from git, where a "
+        "commit holds it (`git log --all -- phases/d1/index.json` lists the commits)",
+        f"phases/index.json: {NOT_JSON}; restore it from a backup")
+    # the command it names finds the commit, and the file is there as it was
+    listed = subprocess.run(["git", "log", "--all", "--format=%H", "--", "phases/d1/index.json"],
+                            cwd=root, capture_output=True, text=True, check=True).stdout.split()
+    held = subprocess.run(["git", "show", f"{listed[0]}:phases/d1/index.json"], cwd=root,
+                          capture_output=True, text=True, check=True).stdout
+    assert json.loads(held)["phase"] == "d1"
 
 
 def test_a_validation_record_has_exactly_the_fields_of_a_validation_report_in_order() -> None:
@@ -492,8 +542,7 @@ def test_a_review_or_preflight_record_of_the_wrong_shape_is_an_exact_load_error_
     with pytest.raises(StateError) as err:
         store.read("d1")
     assert err.value.message == (f"phases/d1/index.json: {field}: {message}; fix the file or "
-                                 "restore it from a backup, or from git if a metadata commit "
-                                 "holds it (`git log --all -- phases/d1/index.json` lists them)")
+                                 "restore it from a backup")
 
 
 def test_a_record_written_by_the_executor_has_only_the_fields_it_was_given() -> None:
@@ -638,9 +687,7 @@ def test_a_state_changed_by_another_writer_after_the_stores_own_write_is_read_an
     with pytest.raises(StateError) as info:
         store.read("d1")
     assert info.value.message == ("phases/d1/index.json: steps[4].name: `b` is also steps[1]; "
-                                  "step names are unique; fix the file or restore it from a "
-                                  "backup, or from git if a metadata commit holds it "
-                                  "(`git log --all -- phases/d1/index.json` lists them)")
+                                  "step names are unique; fix the file or restore it from a backup")
 
 
 def test_a_change_that_would_not_read_back_as_valid_state_is_not_written(
@@ -786,8 +833,7 @@ def test_a_file_outside_the_delivery_recorded_by_a_transaction_of_one_step_is_re
         pass  # the next transaction of the step, which would take a state the store wrote
     assert info.value.message == (
         "phases/d1/index.json: steps[0].handoff.out.path: `/etc/passwd` is outside the delivery "
-        "(handoffs live under phases/d1/); fix the file or restore it from a backup, or from git "
-        "if a metadata commit holds it (`git log --all -- phases/d1/index.json` lists them)")
+        "(handoffs live under phases/d1/); fix the file or restore it from a backup")
 
 
 def test_a_state_written_through_one_store_is_read_through_another_without_parsing_it_again(
@@ -799,7 +845,7 @@ def test_a_state_written_through_one_store_is_read_through_another_without_parsi
     parsed: list[str] = []
     real = state_store.parse_model
     monkeypatch.setattr(state_store, "parse_model",
-                        lambda raw, where, model: parsed.append(where) or real(raw, where, model))
+                        lambda raw, where, *rest: parsed.append(where) or real(raw, where, *rest))
     other = Store(diamond_root.parent / diamond_root.name)
     assert other.read("d1").history[-1].event == "written by the first store"
     assert parsed == []

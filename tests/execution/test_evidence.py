@@ -115,9 +115,8 @@ def test_an_agent_that_deletes_a_test_fails_the_attempt_and_the_restoring_attemp
         f"error: phases/d1/write/evidence.json: changed since `write` completed (registered "
         f"sha256 {done.evidence.sha256[:12]}, now "
         f"{hashlib.sha256(evidence.read_bytes()).hexdigest()[:12]}); restore it from a backup, "
-        "or from git if a metadata commit holds it "
-        "(`git log --all -- phases/d1/write/evidence.json` lists them) — evidence is never "
-        "edited\n")
+        "or from git, where a commit holds it (`git log --all -- phases/d1/write/evidence.json` "
+        "lists the commits) — evidence is never edited\n")
 
 
 @pytest.mark.e2e

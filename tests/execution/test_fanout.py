@@ -419,3 +419,10 @@ def test_parallel_tasks_write_their_named_files_merge_and_the_next_step_gets_the
     prompt = (root / "phases/d1/verify/prompt.md").read_text()
     assert ("# Delivery handoff docs/phase/d1/handoff.md (as the last completed step left it)"
             "\n\n" + BUILD_HANDOFF) in prompt
+    # a reopen moves the tasks' records aside with the node's files: a re-run starts without them
+    assert ops.reopen(store, "d1", "build", "again") == ["build", "verify"]
+    aside = root / "phases/d1/.revisions/build/1"
+    for task in ("t1", "t2"):
+        assert not (tree / f"docs/phase/d1/build-{task}.md").exists()
+        assert (aside / f"docs/phase/d1/build-{task}.md").read_bytes() == (
+            f"# Task {task}\n\nWrote src/{task}.txt.\n".encode())

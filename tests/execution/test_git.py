@@ -11,14 +11,21 @@ import git
 import pytest
 
 from specops_dag.delivery import lifecycle as ops
+from specops_dag.delivery.queries import is_git_target
 from specops_dag.delivery.store import Store
 from specops_dag.errors import WriteConflict
 from specops_dag.execution.step import run_step
-from specops_dag.gitflow import IDENTITY, ensure_worktree, sync_tree
+from specops_dag.gitflow import (
+    IDENTITY,
+    ensure_worktree,
+    is_repository,
+    keep_harness_clean,
+    sync_tree,
+)
 from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from ..support.cli import job_execute, specops
-from ..support.git import commit_paths, git_harness, new, run_all
+from ..support.git import WHO, commit_paths, git_harness, new, run_all
 
 
 @pytest.fixture
@@ -358,6 +365,20 @@ def test_an_empty_git_folder_a_killed_sandbox_left_in_a_plain_target_is_no_repos
     assert [run_step(store, "d1", n).status for n in "ab"] == ["completed", "completed"]
     state = store.read("d1")
     assert (state.worktree, state.get_step("b").commits) == (None, {})
+
+
+def test_one_check_says_a_folder_is_a_git_repository_and_an_empty_git_folder_is_none(
+        tmp_path: Path) -> None:
+    plain, repo = tmp_path / "plain", tmp_path / "repo"
+    (plain / ".git").mkdir(parents=True)  # as codex's sandbox leaves it in a plain folder
+    git.Repo.init(repo, initial_branch="main").index.commit("initial", author=WHO, committer=WHO)
+    worktree = tmp_path / "wt"
+    git.Repo(repo).git.worktree("add", str(worktree), "-b", "other")
+    assert [is_repository(f) for f in (plain, repo, worktree, tmp_path / "nowhere")] == [
+        False, True, True, False]
+    assert [is_git_target(f) for f in (plain, repo, worktree)] == [False, True, True]
+    keep_harness_clean(plain)  # a plain harness root: no git exclude file is written
+    assert list((plain / ".git").iterdir()) == []
 
 
 def test_the_target_repositorys_git_hooks_never_run_for_specops_commits(

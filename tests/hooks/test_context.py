@@ -303,8 +303,7 @@ def test_a_corrupt_delivery_index_fails_open_with_a_warning(root: Path, monkeypa
     assert inject("user-prompt-submit") == (
         "<workflow-state>\nspecops hook user-prompt-submit could not read the workflow state "
         "(StateError: phases/d1/index.json: not valid JSON (Expecting property name enclosed in "
-        "double quotes: line 1 column 2 (char 1)); restore it from a backup, or from git if a "
-        "metadata commit holds it (`git log --all -- phases/d1/index.json` lists them)). "
+        "double quotes: line 1 column 2 (char 1)); restore it from a backup). "
         "Continue the step your prompt names; do not guess the current step from the chat "
         "history or from other deliveries.\n</workflow-state>")
 
@@ -316,9 +315,8 @@ def test_a_corrupt_phases_index_fails_open(root: Path, event: str) -> None:
     text = inject(event, {"source": "compact"})
     assert text.startswith(f"<workflow-state>\nspecops hook {event} could not read the workflow "
                            "state (StateError: phases/index.json: not valid JSON (Expecting "
-                           "value: line 1 column 4 (char 3)); restore it from a backup, or "
-                           "from git if a metadata commit holds it (`git log --all -- "
-                           "phases/index.json` lists them)). Continue ")
+                           "value: line 1 column 4 (char 3)); restore it from a backup). "
+                           "Continue ")
     assert text.endswith("do not guess the current step from the chat history or from other "
                          "deliveries.\n</workflow-state>")
 

@@ -8,7 +8,10 @@ The end-to-end tests run the alternatives through the real codex CLI with the re
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
+import re
+import sqlite3
 from pathlib import Path
 from typing import NamedTuple
 
@@ -39,6 +42,18 @@ INVOICE_WITH_TEST = patch("*** Add File: tests/Orders.Tests/InvoiceTests.cs",
                           "+namespace Orders.Tests;", "+public class InvoiceTests {}",
                           "*** Add File: src/Orders/Invoice.cs", "+namespace Orders;",
                           "+public class Invoice { public int Total() => 1; }")
+MIGRATION = patch(  # written by hand, as the ef-core-migrations skill says, its test first
+    "*** Add File: tests/Orders.Tests/20250101000000_AddOrdersTests.cs",
+    "+namespace Orders.Tests;", "+public class AddOrdersMigrationTests {}",
+    "*** Add File: src/Orders/Migrations/20250101000000_AddOrders.cs",
+    "+using Microsoft.EntityFrameworkCore.Migrations;", "+namespace Orders.Migrations;",
+    "+public partial class AddOrders : Migration",
+    "+{",
+    "+    protected override void Up(MigrationBuilder b) =>",
+    '+        b.AddColumn<int>(name: "Total", table: "Orders", nullable: false, defaultValue: 0);',
+    "+    protected override void Down(MigrationBuilder b) =>",
+    '+        b.DropColumn(name: "Total", table: "Orders");',
+    "+}")
 RISK = ("printf 'Invoice.cs holds generated code; no test can prove it\\n' > "
         '"$SPECOPS_NODE_DIR/risk.md"')
 
@@ -53,7 +68,7 @@ ALTERNATIVES: dict[str, str] = {
     "git diff": "git diff",
     "git show HEAD:<file> > <file>": ("git show HEAD:src/Orders/OrderService.cs > "
                                       "src/Orders/OrderService.cs"),
-    "dotnet ef migrations add <Name>": "dotnet ef migrations add AddOrders",
+    "*** Add File: <project>/Migrations/<timestamp>_<Name>.cs": MIGRATION,
     "bash -c '…'": "bash -c 'dotnet --version'",
     "python3 script.py": "python3 script.py",
     "psql -c '…'": "psql -c 'SELECT 1'",
@@ -84,6 +99,8 @@ REASONS: dict[str, Reason] = {
     "a path computed at run time": Reason("git ls-files | xargs rm", DELETE),
     "find deleting everything": Reason("find . -delete", DELETE),
     "find deleting repository files": Reason("find . -name '*.cs' -delete", DELETE),
+    "rsync --delete into the repository": Reason("rsync -a --delete empty/ src/", DELETE),
+    "shred of a repository file": Reason("shred -u src/Orders/Old.cs", DELETE),
     "git rm of a folder": Reason("git rm -r src", DELETE),
     "git rm of everything": Reason("git rm -r .", DELETE),
     "hard reset": Reason("git reset --hard", ("cp <file> /tmp/", "git show HEAD:<file> > <file>")),
@@ -98,12 +115,12 @@ REASONS: dict[str, Reason] = {
     "a move out of the repository": Reason("mv src /tmp/", MOVE),
     "a move to a computed folder": Reason('mv src "$DEST"', MOVE),
     "a move of computed paths": Reason("git ls-files | xargs -I{} mv {} /tmp/", MOVE),
+    "rsync moving files out": Reason("rsync -a --remove-source-files src/ /tmp/", MOVE),
     "disk overwrite": Reason("dd if=/dev/zero of=/dev/sda"),
     "disk format": Reason("mkfs.ext4 /dev/sdb1"),
     "database drop": Reason("dotnet ef database drop --force",
-                            ("dotnet ef migrations add <Name>",)),
-    "SQL that destroys": Reason('psql -c "DROP TABLE users"',
-                                runs=("dotnet ef migrations add DropUsers",)),
+                            ("*** Add File: <project>/Migrations/<timestamp>_<Name>.cs",)),
+    "SQL that destroys": Reason('psql -c "DROP TABLE users"', runs=(MIGRATION,)),
     "DELETE without WHERE": Reason('sqlite3 app.db "DELETE FROM orders"',
                                    runs=('sqlite3 app.db "DELETE FROM orders WHERE id = 1"',)),
     "interactive shell": Reason("bash", INTERACTIVE),
@@ -205,13 +222,18 @@ ORDERS = {"src/Orders/OrderService.cs": "namespace Orders;\npublic class OrderSe
           "src/Orders/Old.cs": "namespace Orders;\npublic class Old {}\n",
           "src/Orders/Legacy.cs": "namespace Orders;\npublic class Legacy {}\n",
           "tests/Orders.Tests/OrderServiceTests.cs": "namespace Orders.Tests;\n"
-                                                     "public class OrderServiceTests {}\n"}
+                                                     "public class OrderServiceTests {}\n",
+          "script.py": "print('the script ran')\n",  # what `python3 script.py` runs
+          "run.sh": "echo 'run.sh ran'\n"}  # what `git show HEAD:run.sh | bash` would have run
 
 
 def orders_harness(tmp_path: Path) -> Store:
     """The agentic workflow in a git harness root that holds the Orders repository, delivery d1."""
     root = agentic_git_harness(tmp_path)
     write_tree(root, ORDERS)
+    with contextlib.closing(sqlite3.connect(root / "app.db")) as db, db:  # the sqlite3 examples'
+        db.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+        db.execute("INSERT INTO orders (id) VALUES (1), (2)")
     repo = git.Repo(root)
     repo.git.add(A=True)
     repo.index.commit("the Orders repository", author=WHO, committer=WHO)
@@ -260,6 +282,32 @@ def test_an_agent_denied_rm_rf_src_deletes_single_files_as_told_and_the_reposito
 
 
 @pytest.mark.e2e
+def test_an_agent_denied_rsync_delete_and_shred_keeps_the_repositorys_files_and_deletes_by_name(
+        tmp_path: Path) -> None:
+    store = orders_harness(tmp_path)
+    turns = [turn("mkdir -p empty"), turn("rsync -a --delete empty/ src/"),
+             turn("shred -u src/Orders/Old.cs"), turn(ALTERNATIVES["*** Delete File: <file>"])]
+    with replay(tmp_path, {"write": [{"literal": {"before": turns}}]}) as server:
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert outcome.status == "completed", outcome.message
+    seen = answers(tmp_path)[:4]
+    instead = ("delete single files by name (`rm <file>`, or apply_patch "
+               "`*** Delete File: <file>`) and build output by folder (`rm -r bin`)")
+    assert seen[1] == (f"{BLOCKED}: `rsync -a --delete empty/ src/` deletes every file of the "
+                       f"repository under `src` that its source lacks; {instead}. Command: "
+                       "rsync -a --delete empty/ src/")
+    assert seen[2] == (f"{BLOCKED}: `shred -u src/Orders/Old.cs` overwrites and deletes "
+                       f"`src/Orders/Old.cs` of the repository beyond recovery; {instead}. "
+                       "Command: shred -u src/Orders/Old.cs")
+    assert [exit_code(seen[0]), exit_code(seen[3])] == [0, 0], seen
+    worktree = store.root / ".specops/worktrees/d1"
+    assert (worktree / "src/Orders/Old.cs").read_text() == ORDERS["src/Orders/Old.cs"]
+    assert sorted(p.relative_to(worktree).as_posix() for p in worktree.rglob("*.cs")) == [
+        "src/Orders/Old.cs", "src/Orders/OrderService.cs",
+        "tests/Orders.Tests/OrderServiceTests.cs"]
+
+
+@pytest.mark.e2e
 def test_every_alternative_runs_in_the_agents_sandbox_unblocked_and_unrejected(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "tmp").mkdir()
@@ -274,7 +322,39 @@ def test_every_alternative_runs_in_the_agents_sandbox_unblocked_and_unrejected(
     for command, answer in seen.items():
         for trouble in (BLOCKED, "Rejected(", "Read-only file system", "Permission denied"):
             assert trouble not in answer, (command, answer)
+        expected = NOT_ZERO.get(command, (0, ""))
+        assert (exit_code(answer), output(answer)[:len(expected[1])]) == expected, (command,
+                                                                                     answer)
     assert (tmp_path / "tmp/OrderService.cs").is_file()
+    worktree = store.root / ".specops/worktrees/d1"
+    with contextlib.closing(sqlite3.connect(worktree / "app.db")) as db:
+        assert db.execute("SELECT id FROM orders").fetchall() == [(2,)]
+    assert (worktree / "src/Orders/Migrations/20250101000000_AddOrders.cs").is_file()
+
+
+# The alternatives that run as told but end otherwise in the tests' sandbox, with how they end:
+# no database server runs there, so psql gets as far as connecting to one.
+NOT_ZERO = {"psql -c 'SELECT 1'": (2, "psql: error: connection to server")}
+
+
+def exit_code(answer: str) -> int | None:
+    """The exit code codex reports for a shell command or an apply_patch call."""
+    found = re.search(r"^(?:Process exited with code|Exit code:) (-?\d+)$", answer, re.M)
+    return int(found.group(1)) if found else None
+
+
+def output(answer: str) -> str:
+    """What the command printed, as codex reports it after `Output:`."""
+    return answer.partition("\nOutput:\n")[2]
+
+
+def test_the_exit_code_and_output_of_a_tool_call_are_read_from_codexs_answer() -> None:
+    shell = ("Chunk ID: 0e828d\nWall time: 0.0000 seconds\nProcess exited with code 2\n"
+             "Original token count: 1\nOutput:\npsql: error: connection to server\n")
+    applied = ("Exit code: 0\nWall time: 0.2 seconds\nOutput:\nSuccess. Updated the following "
+               "files:\nA docs/long.md\n")
+    assert [exit_code(shell), exit_code(applied), exit_code("aborted")] == [2, 0, None]
+    assert output(shell) == "psql: error: connection to server\n"
 
 
 @pytest.mark.e2e

@@ -140,6 +140,9 @@ DANGEROUS = {
     "python sqlite": "python3 -c \"import sqlite3; sqlite3.connect('a.db').execute('DROP TABLE t')\"",
     "python heredoc": "python3 - <<'EOF'\nimport shutil\nshutil.rmtree('/')\nEOF",
     "dd onto a disk": "dd if=/dev/zero of=/dev/sda bs=1M",
+    "rsync --delete into the repository": "rsync -a --delete empty/ src/",
+    "shred -u of a repository file": "shred -u src/Orders/OrderService.cs",
+    "shred onto a disk": "shred -n 1 /dev/sda",
     "mkfs": "mkfs.ext4 /dev/sdb1",
 }
 
@@ -245,8 +248,11 @@ INSTEAD = ("delete single files by name (`rm <file>`, or apply_patch `*** Delete
     ("find . -delete", f"`find . -delete` deletes everything in the repository; {INSTEAD}"),
     ("rm -rf .git", f"`rm -rf .git` deletes the git metadata (.git); {INSTEAD}"),
     ("dotnet ef database drop -f", "`dotnet ef database drop -f` drops the database; change the "
-                                   "schema with a migration instead (`dotnet ef migrations add "
-                                   "<Name>`)"),
+                                   "schema with a new migration instead, written by hand as the "
+                                   "ef-core-migrations skill says (apply_patch `*** Add File: "
+                                   "<project>/Migrations/<timestamp>_<Name>.cs`, with the test "
+                                   "that proves it): the EF Core tools cannot be restored "
+                                   "offline"),
 ], ids=["rm root", "repo wildcard", "hard reset", "clean", "checkout", "forced checkout",
         "refspec", "remote delete", "drop", "delete", "find", "git dir", "ef drop"])
 def test_deny_reasons_name_the_command_the_harm_and_the_alternative(repo: Path, command: str,
@@ -317,6 +323,51 @@ def test_a_bulk_delete_of_the_repositorys_files_is_denied_with_how_to_delete_ins
     assert reason is not None and reason.endswith(f" {harm}; {INSTEAD}"), reason
 
 
+SHRED_AND_RSYNC = {
+    "rsync -a --delete empty/ src/": "deletes every file of the repository under `src` that its "
+                                     "source lacks",
+    "rsync -a --delete empty/ .": "deletes every file in the repository that its source lacks",
+    "rsync -r --delete-after --exclude '*.md' empty/ src/Orders": (
+        "deletes every file of the repository under `src/Orders` that its source lacks"),
+    "rsync -a --del -e ssh empty/ ~/": "deletes every file in the home folder that its source "
+                                       "lacks",
+    'rsync -a --delete empty/ "$DEST"': "deletes a path computed at run time, which the hook "
+                                        "cannot check",
+    "shred -u src/Orders/OrderService.cs": "overwrites and deletes `src/Orders/OrderService.cs` "
+                                           "of the repository beyond recovery",
+    "shred -vzn 3 --remove=wipesync src/Orders/OrderService.cs": (
+        "overwrites and deletes `src/Orders/OrderService.cs` of the repository beyond recovery"),
+    "shred src/Orders/*.cs": "overwrites `src/Orders/*.cs` of the repository beyond recovery",
+    "git ls-files | xargs shred -u": "overwrites and deletes a path computed at run time, which "
+                                     "the hook cannot check",
+}
+
+
+@pytest.mark.parametrize(("command", "harm"), SHRED_AND_RSYNC.items(), ids=SHRED_AND_RSYNC.keys())
+def test_rsync_delete_and_shred_of_the_repositorys_files_are_denied_as_the_bulk_deletes_they_are(
+        repo: Path, command: str, harm: str) -> None:
+    shown = {"git ls-files | xargs shred -u": "shred -u $(xargs input)",
+             'rsync -a --delete empty/ "$DEST"': "rsync -a --delete empty/ $DEST",
+             "rsync -r --delete-after --exclude '*.md' empty/ src/Orders": (
+                 "rsync -r --delete-after --exclude *.md empty/ src/Orders")}  # as the guard reads
+    assert check(repo, command) == f"`{shown.get(command, command)}` {harm}; {INSTEAD}"
+
+
+def test_rsync_that_removes_its_sources_is_denied_as_the_move_out_of_the_repository_it_is(
+        repo: Path) -> None:
+    assert check(repo, "rsync -a --remove-source-files src/ /tmp/src/") == (
+        "`rsync -a --remove-source-files src/ /tmp/src/` moves `src` out of the repository, which "
+        "deletes it there; copy it out instead (`cp -r <path> /tmp/`), and move files only within "
+        "the repository")
+    assert check(repo, "rsync -a --remove-source-files src/Orders/ src/Legacy/") is None
+
+
+def test_shred_onto_a_disk_is_denied_as_dd_onto_it_is(repo: Path) -> None:
+    assert check(repo, "shred -n 1 /dev/sda") == (
+        "`shred -n 1 /dev/sda` overwrites the disk device /dev/sda; never run it here")
+    assert check(repo, "shred -n 1 /dev/null") is None
+
+
 def test_the_reason_names_the_command_as_the_guard_read_it(repo: Path) -> None:
     assert check(repo, "rm -rf src") == (
         f"`rm -rf src` deletes the folder `src` of the repository with every file in it; {INSTEAD}")
@@ -340,6 +391,12 @@ BULK_ALLOWED = {
     "a mktemp folder": 'd=$(mktemp -d); rm -r "$d"',
     "a loop over build folders": 'for d in src/Orders/bin src/Orders/obj; do rm -r "$d"; done',
     "a folder outside the repository": "rm -r /tmp/specops-scratch",
+    "rsync --delete into build output": "rsync -a --delete src/Orders/ src/Orders/bin/copy/",
+    "rsync --delete out of the repository": "rsync -a --delete src/ /tmp/src-copy/",
+    "rsync --delete as a dry run": "rsync -avn --delete empty/ src/",
+    "rsync without --delete": "rsync -a empty/ src/",
+    "shred of a file outside the repository": "shred -u /tmp/secret.txt",
+    "shred of build output": "shred -u src/Orders/bin/Orders.dll",
 }
 
 

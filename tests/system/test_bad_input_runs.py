@@ -37,9 +37,7 @@ def test_new_with_a_corrupt_delivery_index_creates_nothing(diamond_root: Path) -
     result = specops(diamond_root, "new", "diamond", "d1", "--request", "Do it.")
     assert result.returncode == 2
     assert result.stderr.startswith("error: phases/index.json: not valid JSON (")
-    assert result.stderr.endswith("); restore it from a backup, or from git if a metadata "
-                                  "commit holds it (`git log --all -- phases/index.json` lists "
-                                  "them)\n")
+    assert result.stderr.endswith("); restore it from a backup\n")
     assert tree_state(diamond_root) == before
     assert not (diamond_root / "phases/d1").exists()
 
@@ -87,8 +85,7 @@ def test_a_state_file_nested_too_deeply_is_an_exact_error_not_a_traceback(
     result = specops(diamond_root, "status", "d1")
     assert (result.returncode, result.stderr) == (
         2, "error: phases/d1/index.json: nested too deeply to be a specops state file; restore "
-           "it from a backup, or from git if a metadata commit holds it "
-           "(`git log --all -- phases/d1/index.json` lists them)\n")
+           "it from a backup\n")
     assert tree_state(diamond_root) == before
 
 
@@ -101,9 +98,7 @@ def test_a_state_file_over_the_size_cap_is_an_exact_error(diamond_root: Path,
     with pytest.raises(state.StateError) as err:
         store.read("d1")
     assert err.value.message == ("phases/d1/index.json: larger than 1,024 bytes, more than any "
-                                 "state specops writes; restore it from a backup, or from git if "
-                                 "a metadata commit holds it "
-                                 "(`git log --all -- phases/d1/index.json` lists them)")
+                                 "state specops writes; restore it from a backup")
 
 
 @pytest.mark.e2e
@@ -300,8 +295,7 @@ def risk_outside(data: dict) -> None:
     data["risks"] = [{"node": "a", "path": "/etc/shadow", "raised_at": "2026-12-01T00:00:00Z"}]
 
 
-FIX = ("fix the file or restore it from a backup, or from git if a metadata commit holds it "
-       "(`git log --all -- phases/d1/index.json` lists them)")
+FIX = "fix the file or restore it from a backup"
 
 
 @pytest.mark.e2e

@@ -374,23 +374,55 @@ def test_without_chromium_the_pages_are_skipped_and_qa_says_what_did_pass(
     repo, report = run(tmp_path, qa_of(probes=PROBES[:1], browser=[{"id": "home", "path": "/"}]),
                        env)
     assert (report.status, report.reason) == (
-        "passed", f"the application started on {report.url}; 1 probe(s) and 0 page(s) passed; "
-                  "page `home` skipped: /: Chromium is not installed (`apt-get install "
-                  "chromium`, or set SPECOPS_CHROMIUM) (it proves nothing about what it would "
-                  "have checked)")
+        "passed", f"the application started on {report.url}; checked and passed: probe `health` "
+                  "GET /health: 200 as expected; skipped, so not checked: page `home` /: Chromium "
+                  "is not installed (`apt-get install chromium`, or set SPECOPS_CHROMIUM)")
     assert [c.status for c in report.checks] == ["passed", "skipped"]
     assert_nothing_left(tmp_path, repo, report.url)
 
 
-def test_without_chromium_and_probes_nothing_was_checked_and_qa_is_skipped(
+def test_without_chromium_and_probes_qa_is_skipped_and_says_the_application_started_but_no_check_ran(
         tmp_path: Path) -> None:
     env = {**standin("minimal-api", tmp_path / "dotnet.log"), "PATH": f"{STANDIN}:{VENV_BIN}"}
     env.pop("SPECOPS_CHROMIUM", None)
     repo, report = run(tmp_path, qa_of(browser=[{"id": "home", "path": "/"}]), env)
     assert (report.status, report.reason) == (
-        "skipped", "page `home` skipped: /: Chromium is not installed (`apt-get install "
+        "skipped", f"the application started on {report.url}, but no check of it ran; skipped, "
+                   "so not checked: page `home` /: Chromium is not installed (`apt-get install "
                    "chromium`, or set SPECOPS_CHROMIUM)")
     assert_nothing_left(tmp_path, repo, report.url)
+
+
+NO_CHROMIUM = ("/: Chromium is not installed (`apt-get install chromium`, or set "
+               "SPECOPS_CHROMIUM)")
+
+
+def test_without_chromium_the_evaluator_is_told_which_probes_passed_and_which_page_was_skipped_and_why() -> None:
+    from specops_dag.execution.attempt import qa_task_line
+    from specops_dag.validation.qa import QaCheck, verdict
+
+    url = "http://127.0.0.1:5123"
+    report = verdict([QaCheck("health", "probe", "passed", "GET /health: 200 as expected"),
+                      QaCheck("todos", "probe", "passed", "GET /todos: 200 as expected"),
+                      QaCheck("home", "page", "skipped", NO_CHROMIUM)], url)
+    reason = (f"the application started on {url}; checked and passed: probe `health` GET "
+              "/health: 200 as expected, probe `todos` GET /todos: 200 as expected; skipped, so "
+              f"not checked: page `home` {NO_CHROMIUM}")
+    assert (report.status, report.reason) == ("passed", reason)
+    told = qa_task_line(report)
+    assert f"checked it: PASSED — {reason}." in told and "NOT checked" not in told, told
+
+
+def test_without_chromium_or_probes_the_evaluator_is_told_the_application_started_and_why_no_check_ran() -> None:
+    from specops_dag.execution.attempt import qa_task_line
+    from specops_dag.validation.qa import QaCheck, verdict
+
+    url = "http://127.0.0.1:5123"
+    report = verdict([QaCheck("home", "page", "skipped", NO_CHROMIUM)], url)
+    reason = (f"the application started on {url}, but no check of it ran; skipped, so not "
+              f"checked: page `home` {NO_CHROMIUM}")
+    assert (report.status, report.reason) == ("skipped", reason)
+    assert f"({reason})" in qa_task_line(report)
 
 
 # -- the `qa:` block is checked at load ----------------------------------------------------------
