@@ -375,22 +375,13 @@ def resume(ctx, delivery: str, node: str) -> None:
 def approve(ctx, delivery: str, gate: str, note: str, reject: bool) -> None:
     """Approve (or --reject) a human gate of a delivery."""
     check_delivery_id(delivery)
-    from specops_dag.delivery.gates import approve as decide
+    from specops_dag.delivery.gates import decide
 
-    store = store_of(ctx)
-    before = store.read(delivery)
-    decision = decide(store, delivery, gate, note, reject)
-    click.echo(f"{gate} {decision.decision} for {delivery} at {decision.at}")
-    earlier = [a for a in before.approvals if a.gate == gate]
-    if earlier and earlier[-1].decision == decision.decision:
-        click.echo(f"note: `{gate}` was already {decision.decision} at {earlier[-1].at} by "
-                   f"{earlier[-1].by}; recorded again, nothing else changed")
-    after = {s.name: s.status for s in store.read(delivery).steps}
-    reopened = [s.name for s in before.steps if s.status != "pending"
-                and after.get(s.name) == "pending"]
-    if reopened:
-        click.echo(f"reopened: {', '.join(reopened)} (their earlier files are kept under "
-                   f"phases/{delivery}/.revisions/); `specops run {delivery}` runs them again")
+    made = decide(store_of(ctx), delivery, gate, note, reject)
+    click.echo(f"{gate} {made.approval.decision} for {delivery} at {made.approval.at}")
+    for line in made.notes(delivery):
+        if line is not None:
+            click.echo(line)
 
 
 @main.command("dry-run")

@@ -7,6 +7,7 @@ consumed the old decision. Plain Python over the state store.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from specops_dag.delivery.lifecycle import downstream_of, reopen, snapshot_catalog
 from specops_dag.delivery.model import Approval, Delivery, Risk, Step
@@ -37,6 +38,38 @@ def decider() -> str:
     except (KeyError, OSError):  # no passwd entry for the uid (a container)
         user = f"uid {os.getuid()}"
     return f"{user}@{socket.gethostname()}"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A recorded decision and what it did besides: the earlier decision it only repeats (None
+    when it is the first or a change) and the nodes it sent back to pending."""
+
+    approval: Approval
+    repeated: Approval | None
+    reopened: list[str]
+
+    def notes(self, delivery: str) -> tuple[str | None, str | None]:
+        """(the repeat's note, the reopened nodes' line), as `specops approve` prints them."""
+        a, r = self.approval, self.repeated
+        return ((f"note: `{a.gate}` was already {a.decision} at {r.at} by {r.by}; recorded "
+                 "again, nothing else changed") if r is not None else None,
+                (f"reopened: {', '.join(self.reopened)} (their earlier files are kept under "
+                 f"phases/{delivery}/.revisions/); `specops run {delivery}` runs them again")
+                if self.reopened else None)
+
+
+def decide(store: Store, delivery: str, gate: str, note: str = "",
+           reject: bool = False) -> Decision:
+    """`approve`, with what the decision did read from the state before and after it."""
+    before = store.read(delivery)
+    approval = approve(store, delivery, gate, note, reject)
+    after = {s.name: s.status for s in store.read(delivery).steps}
+    earlier = [a for a in before.approvals if a.gate == gate]
+    repeated = earlier[-1] if earlier and earlier[-1].decision == approval.decision else None
+    reopened = [s.name for s in before.steps
+                if s.status != "pending" and after.get(s.name) == "pending"]
+    return Decision(approval, repeated, reopened)
 
 
 def approve(store: Store, delivery: str, gate: str, note: str = "",
