@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -324,6 +326,8 @@ def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
         out.append(f"Step details: {agent_path(step_file, cwd)}")
     target = target_line(state.snapshot.target)
     changes = changes_line(state)
+    if changes is None and refers_to_changes(root, state, phase):
+        changes = plain_changes_line(root, state, cwd)
     shown_target = (["", target] if target else []) + (["", changes] if changes else [])
     if contract is not None:
         return "\n".join(out + shown_target
@@ -374,6 +378,47 @@ def changes_line(state: Delivery) -> str | None:
     return (f"CHANGES: {state.branch}, this delivery's branch, began at {base}; `git diff "
             f"--stat {base} -- . {METADATA_PATHS}` lists its product change since then "
             "(commits and uncommitted edits; `git status --short` also shows new files).")
+
+
+# What a plain folder's CHANGES command leaves out: the delivery's own records, the harness's
+# working files (when the folder is the harness root) and build output.
+PLAIN_EXCLUDES = ("./phases/*", "./docs/phase/*", "./.specops/*", "./.dagster_home/*", "*/bin/*",
+                  "*/obj/*", "*/TestResults/*")
+
+
+CHANGES_WORD = re.compile(r"\bCHANGES\b")
+
+
+def refers_to_changes(root: Path, state: Delivery, phase: Phase) -> bool:
+    """Does the phase's goal, or a skill the delivery bound to it, point the agent at the
+    CHANGES line? (A skill that cannot be read counts as one that does.)"""
+    if CHANGES_WORD.search(phase.execution.goal):
+        return True
+    folder = root / "phases" / state.phase
+    for skill in state.snapshot.skills.get(phase.id, []):
+        try:
+            if CHANGES_WORD.search((folder / skill.path).read_text(encoding="utf-8")):
+                return True
+        except (OSError, UnicodeDecodeError):
+            return True
+    return False
+
+
+def plain_changes_line(root: Path, state: Delivery, cwd: Path) -> str | None:
+    """The CHANGES line of a plain-folder delivery (its target is no git repository), for a
+    phase whose goal or skills point at it: there is no branch, base commit or diff, so it says
+    so and names the one command that lists the files written since `specops new` wrote the
+    delivery's request, the same records left out; None for a git target."""
+    if is_git_target(target_of(root, state)):
+        return None
+    request = agent_path(root / "phases" / state.phase / "request.md", cwd)
+    skip = " ".join(f"-not -path '{p}'" for p in PLAIN_EXCLUDES)
+    command = f"find . -type f -newer {shlex.quote(request)} {skip}"
+    return ("CHANGES: this working directory is a plain folder, not a git repository: there is "
+            f"no branch, base commit or diff, and nothing is committed. `{command}` lists the "
+            f"files written since this delivery began ({request} was written at `specops new`), "
+            "its own records under phases/ and docs/phase/ and build output left out; it cannot "
+            "show a deleted file or what changed inside a file: open the files it lists.")
 
 
 def target_line(target: TargetRecord | None) -> str | None:

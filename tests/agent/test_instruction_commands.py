@@ -1,9 +1,11 @@
 """Every command the built-in texts tell an agent to run is a contract (issue 43): run exactly as
 written (placeholders filled for the all-pass-net10 fixture) by the replay agent through the real
 codex CLI, in the writing sandbox, with the real SDK, it does what the text says. The inventory
-lists each backticked `dotnet`/`git` command of the work rules, phase goals and skills with the
-command that stands for it here, or why it is not one to run; a new command in those texts
-fails `test_every_command_the_built_in_texts_name_is_in_the_inventory` until it is listed."""
+lists each backticked command of the work rules, phase goals and skills (one that starts with a
+program of PROGRAMS, `dotnet`, `git`, `specops`, `nuget`, `grep` ..., or with any word followed by
+an option) with the command that stands for it here, or why it is not one to run; a new command
+in those texts fails `test_every_command_the_built_in_texts_name_is_in_the_inventory` until it
+is listed."""
 
 from __future__ import annotations
 
@@ -53,6 +55,14 @@ RUN: dict[str, tuple[str, tuple[int, ...]] | str] = {
         "git ls-files '*.sln' '*.slnx' '*.csproj' 'global.json' 'Directory.Build.props' "
         "'Directory.Build.targets' 'Directory.Packages.props' 'NuGet.config' "
         "'.config/dotnet-tools.json'", (0,)),
+    "`grep -o '<Counters [^>]*>' results.trx`": (
+        f"grep -o '<Counters [^>]*>' {NODE}/trx/Calc.Tests-1/results.trx", (0,)),
+    "`grep -c 'outcome=\"NotExecuted\"' results.trx`": (
+        f"grep -c 'outcome=\"NotExecuted\"' {NODE}/trx/Calc.Tests-1/results.trx", (0, 1)),
+    "`grep -o 'testName=\"[^\"]*\" [^>]*outcome=\"Failed\"' results.trx`": (
+        f"grep -o 'testName=\"[^\"]*\" [^>]*outcome=\"Failed\"' "
+        f"{NODE}/trx/Calc.Tests-1/results.trx", (0, 1)),
+    "`sed -n`": ("sed -n 1,5p src/Calc/Calculator.cs", (0,)),
     "`dotnet sln list`": ("dotnet sln list", (0,)),
     "`dotnet sln <file>.sln list`": ("dotnet sln Calc.sln list", (0,)),
     "`dotnet msbuild <proj> -getProperty:TargetFramework`": (
@@ -62,7 +72,7 @@ RUN: dict[str, tuple[str, tuple[int, ...]] | str] = {
         "dotnet msbuild src/Calc/Calc.csproj -getProperty:TargetFramework "
         "-getProperty:TargetFrameworks -getProperty:Nullable", (0,)),
     "`dotnet sln add`": (f"dotnet sln Calc.sln add {NEW}", (0,)),
-    "`dotnet restore <new .csproj> -p:NuGetAudit=false`": (
+    "`dotnet restore <project> -p:NuGetAudit=false`": (
         f"dotnet restore {NEW} -p:NuGetAudit=false", (0,)),
     "`git ls-files '*.csproj' '*.sln'`": ("git ls-files '*.csproj' '*.sln'", (0,)),
     "`git ls-files 'tests/**/*.csproj'`": ("git ls-files 'tests/**/*.csproj'", (0,)),
@@ -88,9 +98,19 @@ RUN: dict[str, tuple[str, tuple[int, ...]] | str] = {
     "`dotnet build`": "named, not a command line: the lines above are the ones to run",
     "`dotnet restore`": "what the executor ran before the first attempt, not the agent",
     "`dotnet run`": "what the QA executor runs, not the agent",
+    "`specops resume`": "what a person runs once the machine is fixed (failure-triage's who acts)",
+    "`codex exec`": "names the session the agent is in, not a command to run",
+    "`rm -rf`": "named as what never to run (work rule 4); the pre-tool-use hook denies it",
 }
 
-COMMAND = re.compile(r"`(?:dotnet|git) [^`]+`")
+# Programs a text may tell an agent to run; a backticked span that starts with one of them and
+# has arguments, or with any lower-case word followed by an option (`tool --flag`), is a command.
+PROGRAMS = ("dotnet", "dotnet-ef", "git", "specops", "codex", "nuget", "npm", "npx", "node",
+            "python", "python3", "pip", "bash", "sh", "pwsh", "grep", "sed", "awk", "cat", "find",
+            "ls", "rm", "cp", "mv", "mkdir", "touch", "chmod", "tar", "curl", "wget", "jq",
+            "xargs", "make", "docker", "kubectl", "helm", "gh", "az", "psql", "sqlite3")
+PROGRAM = "|".join(map(re.escape, PROGRAMS))
+COMMAND = re.compile(rf"`(?:(?:{PROGRAM})\s[^`]+|[a-z][\w.+-]*\s+--?\w[^`]*)`")
 
 
 def built_in_commands() -> set[str]:
@@ -105,6 +125,13 @@ def test_every_command_the_built_in_texts_name_is_in_the_inventory() -> None:
     named = built_in_commands()
     assert sorted(named - set(RUN)) == []  # list a new one in RUN, with the command it means
     assert sorted(set(RUN) - named) == []  # a command no text names any more leaves RUN
+
+
+def test_a_command_of_any_program_is_caught_not_only_dotnet_and_git() -> None:
+    text = ("Run `specops status d1`, `nuget locals all\n  --list` and `mytool --fix`; "
+            "`Foo.Bar`, `see Q2`, `new HttpClient()` and `dotnet` alone are no commands.")
+    assert COMMAND.findall(text) == ["`specops status d1`", "`nuget locals all\n  --list`",
+                                     "`mytool --fix`"]
 
 
 NEW_PROJECT = """<Project Sdk="Microsoft.NET.Sdk">
@@ -141,5 +168,9 @@ def test_every_command_the_built_in_texts_tell_an_agent_to_run_runs_in_its_sandb
     assert "Passed!  - Failed:     0, Passed:     2, Skipped:     0, Total:     2" in seen[
         "dotnet test --no-restore"]
     assert (node / "trx/Calc.Tests-1/results.trx").is_file()
+    trx = f"{node}/trx/Calc.Tests-1/results.trx"  # the skill's quick read of it
+    assert 'executed="2" passed="2" failed="0"' in seen[
+        f"grep -o '<Counters [^>]*>' {trx}"]
+    assert seen[f"grep -c 'outcome=\"NotExecuted\"' {trx}"].rstrip().endswith("\n0")
     assert seen["dotnet msbuild src/Calc/Calc.csproj -getProperty:TargetFramework"].count(
         "net10.0") == 1
