@@ -34,7 +34,9 @@ from specops_dag.agent.prompt import (
     SUMMARY_LIMIT,
     assemble_prompt,
     failure_summary,
+    plain_changes_line,
     read_list,
+    refers_to_changes,
     review_phase,
     skill_lines,
     target_line,
@@ -569,7 +571,9 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
                                     max_rounds, skill_lines=skills, where=where_line(repo),
                                     goal=goal, qa=qa_task_line(qa),
                                     target=target_line(state.snapshot.target),
-                                    changes=review_changes(state, step, repo, folder))
+                                    changes=review_changes(state, step, repo, folder)
+                                    or (plain_changes_line(store.root, state, repo)
+                                        if refers_to_changes(store.root, state, phase) else None))
     agents = repo / "AGENTS.md"
     prompt = (agents.read_text(encoding="utf-8") + "\n\n" if agents.is_file() else "") + text
     session = ReviewSession(store, state, step, settings, phase, repo, round_no,

@@ -130,3 +130,24 @@ def test_a_plain_folder_prompts_changes_command_lists_the_product_change_and_no_
     assert (cwd / "docs/phase/d1/write.md").is_file() and (cwd / "src/bin/app.dll").is_file()
     # the writer's phase points at no CHANGES line, and its prompt has none
     assert "CHANGES" not in (root / "phases/d1/write/prompt.md").read_text()
+
+
+def test_a_plain_folder_evaluators_changes_command_lists_the_generators_work(
+        tmp_path: Path) -> None:
+    root, target = world(tmp_path, MODES[2])
+    add_review(root)
+    evaluator = root / "workflow_defs/phases/c-eval.yaml"  # an evaluator told to run the command
+    evaluator.write_text(evaluator.read_text().replace(
+        "goal: Judge the notes.", "goal: Judge the notes and the change (CHANGES)."))
+    store = create(root, target)
+    with replay(tmp_path, {"write": [{"literal": {"before": [FEATURE, BUILD_OUTPUT]}}],
+                           "write.review": [verdict("PASS", 9, 9)]}) as server:
+        outcome = run_step(store, "d1", "write", settings=settings_for(server, tmp_path))
+    assert outcome.status == "completed", outcome.message
+    command = PLAIN.format(request=str(root.resolve() / "phases/d1/request.md"))
+    prompt = (root / "phases/d1/write/reviews/write-r1-prompt.md").read_text()
+    assert "CHANGES: this working directory is a plain folder, not a git repository: " in prompt
+    assert f"`{command}` lists the files written since this delivery began" in prompt
+    ran, output = changes_output(tmp_path, "write.review")
+    assert ran == command
+    assert output.split("Output:\n", 1)[1].split() == ["./src/feature.txt"]

@@ -49,12 +49,12 @@ RUN: dict[str, tuple[str, tuple[int, ...]] | str] = {
     '--results-directory <node folder>/trx/<project>-<n>`': (
         'dotnet test tests/Calc.Tests/Calc.Tests.csproj --no-build --logger '
         f'"trx;LogFileName=results.trx" --results-directory {NODE}/trx/Calc.Tests-2', (0,)),
-    "`git ls-files '*.sln' '*.slnx' '*.csproj' 'global.json' 'Directory.Build.props' "
-    "'Directory.Build.targets' 'Directory.Packages.props' 'NuGet.config' "
-    "'.config/dotnet-tools.json'`": (
-        "git ls-files '*.sln' '*.slnx' '*.csproj' 'global.json' 'Directory.Build.props' "
-        "'Directory.Build.targets' 'Directory.Packages.props' 'NuGet.config' "
-        "'.config/dotnet-tools.json'", (0,)),
+    "`find . -not -path '*/bin/*' -not -path '*/obj/*' \\( -name '*.sln' -o -name '*.slnx' "
+    "-o -name '*.csproj' -o -name global.json -o -name 'Directory.Build.*' -o -name "
+    "Directory.Packages.props -o -iname NuGet.config -o -name dotnet-tools.json \\)`": (
+        "find . -not -path '*/bin/*' -not -path '*/obj/*' \\( -name '*.sln' -o -name '*.slnx' "
+        "-o -name '*.csproj' -o -name global.json -o -name 'Directory.Build.*' -o -name "
+        "Directory.Packages.props -o -iname NuGet.config -o -name dotnet-tools.json \\)", (0,)),
     "`grep -o '<Counters [^>]*>' results.trx`": (
         f"grep -o '<Counters [^>]*>' {NODE}/trx/Calc.Tests-1/results.trx", (0,)),
     "`grep -c 'outcome=\"NotExecuted\"' results.trx`": (
@@ -74,9 +74,13 @@ RUN: dict[str, tuple[str, tuple[int, ...]] | str] = {
     "`dotnet sln add`": (f"dotnet sln Calc.sln add {NEW}", (0,)),
     "`dotnet restore <project> -p:NuGetAudit=false`": (
         f"dotnet restore {NEW} -p:NuGetAudit=false", (0,)),
-    "`git ls-files '*.csproj' '*.sln'`": ("git ls-files '*.csproj' '*.sln'", (0,)),
-    "`git ls-files 'tests/**/*.csproj'`": ("git ls-files 'tests/**/*.csproj'", (0,)),
-    "`git ls-files '*Migrations/*.cs'`": ("git ls-files '*Migrations/*.cs'", (0,)),
+    "`find . -not -path '*/bin/*' -not -path '*/obj/*' \\( -name '*.csproj' -o -name '*.sln' "
+    "\\)`": ("find . -not -path '*/bin/*' -not -path '*/obj/*' \\( -name '*.csproj' -o -name "
+             "'*.sln' \\)", (0,)),
+    "`find tests -name '*.csproj' -not -path '*/obj/*'`": (
+        "find tests -name '*.csproj' -not -path '*/obj/*'", (0,)),
+    "`find . -path '*Migrations/*.cs' -not -path '*/obj/*'`": (
+        "find . -path '*Migrations/*.cs' -not -path '*/obj/*'", (0,)),
     "`git diff --stat`": ("git diff --stat", (0,)),
     "`git diff`": ("git diff", (0,)),
     "`git log`": ("git log --oneline -3", (0,)),
