@@ -301,7 +301,9 @@ def test_the_built_in_full_delivery_reviews_the_integrated_work_and_contracts_ea
     assert nodes["delivery"].inputs["implementation"].node == "integrate"
     contract = catalog.phases["full-develop"].execution.contract
     assert (contract.evaluator, contract.max_rounds) == ("full-contract", 2)
-    for pid in ("full-evaluate", "full-qa", "full-contract"):
+    contract = catalog.phases["full-integrate"].execution.contract
+    assert (contract.evaluator, contract.max_rounds) == ("full-integrate-contract", 2)
+    for pid in ("full-evaluate", "full-qa", "full-contract", "full-integrate-contract"):
         judge = catalog.phases[pid].execution
         assert (judge.executor.kind, judge.sandbox) == ("evaluator", "read-only")
     qa = catalog.phases["full-qa"].execution.qa

@@ -340,9 +340,9 @@ OTHER_PROBLEM = ("workflow_defs/workflows/other.yaml: invalid YAML at line 4, co
         "workflow_defs/phases/p-b.yaml: execution: missing required key `execution`; add it",
         "workflow_defs/workflows/diamond.yaml: nodes[1].phase: unknown phase `p-b` (known: "
         "full-contract, full-delivery, full-design, full-develop, full-evaluate, "
-        "full-integrate, full-qa, full-requirements, full-verify, p-a, p-c, p-d, pbr-build, "
-        "pbr-contract, pbr-evaluate, pbr-plan, pbr-qa, quick-delivery, quick-develop, "
-        "quick-verify); add workflow_defs/phases/p-b.yaml or fix the id"], id="a-phase-it-uses"),
+        "full-integrate, full-integrate-contract, full-qa, full-requirements, full-verify, p-a, "
+        "p-c, p-d, pbr-build, pbr-contract, pbr-evaluate, pbr-plan, pbr-qa, quick-delivery, "
+        "quick-develop, quick-verify); add workflow_defs/phases/p-b.yaml or fix the id"], id="a-phase-it-uses"),
     pytest.param({"workflow_defs/validation.yaml": "validation: {judge: nobody}\n"}, [
         "workflow_defs/validation.yaml: validation.judge: Input should be 'absolute' or "
         "'regressions'"], id="validation-yaml"),

@@ -58,7 +58,8 @@ def test_new_records_the_evaluator_each_review_chose_for_the_targets_platforms(
                                        "pbr-contract"], id="plan-build-review"),
     pytest.param("full-delivery", ["full-requirements", "full-design", "full-develop",
                                    "full-contract", "full-integrate", "full-evaluate", "full-qa",
-                                   "full-verify", "full-delivery"], id="full-delivery"),
+                                   "full-integrate-contract", "full-verify", "full-delivery"],
+                 id="full-delivery"),
 ])
 def test_every_evaluator_a_review_can_choose_is_frozen_with_its_skills_on_any_target(
         tmp_path: Path, workflow: str, frozen: list[str]) -> None:

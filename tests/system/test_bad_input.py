@@ -126,7 +126,8 @@ def nodes(*lines: str) -> str:
 NODE_A = "{id: a, phase: p-a, inputs: {request: {input: request}}}"
 NODE_B = "{id: b, phase: p-b, needs: [a], inputs: {up: {node: a, output: out}}}"
 BUILT_IN_PHASES = ["full-contract", "full-delivery", "full-design", "full-develop",
-                   "full-evaluate", "full-integrate", "full-qa", "full-requirements",
+                   "full-evaluate", "full-integrate", "full-integrate-contract", "full-qa",
+                   "full-requirements",
                    "full-verify", "pbr-build", "pbr-contract", "pbr-evaluate", "pbr-plan",
                    "pbr-qa", "quick-delivery", "quick-develop", "quick-verify"]
 

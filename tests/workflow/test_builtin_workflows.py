@@ -213,10 +213,12 @@ def test_quick_delivery_completes_end_to_end_with_the_literal_agent_on_a_git_fix
 def test_full_delivery_completes_end_to_end_with_the_literal_agent_and_its_four_gates(
         tmp_path: Path, clean_env: dict[str, str]) -> None:
     # design's task graph has one task; develop runs one session for it (`develop.<task>`),
-    # after its sprint contract; integrate (no change of its own) is reviewed by full-evaluate
+    # after its sprint contract; integrate (no change of its own) agrees its own sprint contract
+    # and is reviewed by full-evaluate
     nodes = {"design": [{"literal": {"files": {"design/tasks.yaml": TASK_GRAPH}}}],
              "develop.document-multiply.contract": contract(
                  "Calc.Tests.CalculatorTests.Multiply_ReturnsProduct"),
+             "integrate.contract": contract("Calc.Tests.CalculatorTests.Multiply_ReturnsProduct"),
              "develop.document-multiply": literal({"shell": SED}), "*": literal()}
     order = ["requirements", "design", "develop", "integrate", "verify", "delivery"]
     with harness(tmp_path, clean_env, nodes) as h:
@@ -250,7 +252,8 @@ def test_full_delivery_completes_end_to_end_with_the_literal_agent_and_its_four_
                      "pull-request": "delivery/pull-request.md"}})
     assert_no_literal_block(h, ["requirements", "design", "develop.document-multiply.contract",
                                 "develop.document-multiply.contract-review",
-                                "develop.document-multiply", "integrate", "integrate.review",
+                                "develop.document-multiply", "integrate.contract",
+                                "integrate.contract-review", "integrate", "integrate.review",
                                 "verify", "delivery"])
     task = "[f1] develop.document-multiply attempt 1: product changes"
     merge = "[f1] develop: merge task document-multiply (feat-f1+develop+document-multiply)"
@@ -262,13 +265,16 @@ def test_full_delivery_completes_end_to_end_with_the_literal_agent_and_its_four_
     assert first_parent.splitlines() == [
         merge if s == "[f1] develop attempt 1: product changes" else s for s in subjects]
     assert_product_commit(h, "f1", "develop", SEDDED)  # the merge of its one task
-    assert_prompts_say_each_thing_once(h, "f1", 9)
+    assert_prompts_say_each_thing_once(h, "f1", 11)
     state = Store(h.root).read("f1")
     develop = state.get_step("develop")
     assert [(t.id, t.status, t.attempts) for t in develop.tasks] == [
         ("document-multiply", "merged", 1)]
     [task] = develop.tasks
     assert (task.contract.agreed, task.contract.rounds, task.contract.tests) == (
+        True, 1, ["Calc.Tests.CalculatorTests.Multiply_ReturnsProduct"])
+    agreed = state.get_step("integrate").contract
+    assert (agreed.agreed, agreed.rounds, agreed.tests) == (
         True, 1, ["Calc.Tests.CalculatorTests.Multiply_ReturnsProduct"])
     assert state.snapshot.reviews == {"integrate": "full-evaluate"}  # no web project
     [review] = state.get_step("integrate").reviews
