@@ -811,7 +811,8 @@ def test_full_delivery_on_a_web_fixture_reviews_integrate_with_the_built_in_full
         tmp_path: Path, clean_env: dict[str, str]) -> None:
     """As a user runs it, each gate approved as it is reached: the fixture's Web SDK project makes the
     built-in full-delivery review its integrate node with `full-qa`, which starts the
-    application and opens its home page; develop's one task agrees its contract first."""
+    application and opens its home page; develop's one task, and integrate, agree a contract
+    first."""
     from specops_dag.delivery.store import Store
 
     from ..support.agents import replay
@@ -827,6 +828,7 @@ def test_full_delivery_on_a_web_fixture_reviews_integrate_with_the_built_in_full
             "- TodoApi.Tests.TodoApiTests.Health_AnswersOk\n")
     nodes = {"design": [{"literal": {"files": {"design/tasks.yaml": WEB_TASKS}}}],
              "develop.health-notes.contract": [{"literal": {"files": {"contract.md": deal}}}],
+             "integrate.contract": [{"literal": {"files": {"contract.md": deal}}}],
              "develop.health-notes": [{"literal": {"before": [
                  {"shell": "mkdir -p docs && printf '# Health\\n' > docs/health.md"}]}}],
              "*": [{"literal": {}}]}
@@ -847,6 +849,7 @@ def test_full_delivery_on_a_web_fixture_reviews_integrate_with_the_built_in_full
     [task] = state.get_step("develop").tasks
     assert (task.status, task.contract.agreed, task.contract.tests) == (
         "merged", True, ["TodoApi.Tests.TodoApiTests.Health_AnswersOk"])
+    assert state.get_step("integrate").contract.agreed
     [review] = state.get_step("integrate").reviews
     assert (review.verdict, list(review.scores)) == ("PASS", [
         "acceptance-criteria-covered", "runs-as-specified", "tests-prove-behaviour",
