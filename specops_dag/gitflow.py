@@ -64,12 +64,47 @@ def git_out(where: Path, *args: str, env: dict[str, str] | None = None,
     """The output of `git -C <where> <args>` (`run_git`), or a GitError naming the command, the
     folder and git's own reason."""
     result = run_git(where, *args, env=env, stdin=stdin)
+    if not result.ok and (lock := stale_lock(result)) is not None:
+        lock.unlink(missing_ok=True)  # a git killed mid-command left it: no process holds it
+        result = run_git(where, *args, env=env, stdin=stdin)
     if not result.ok:
         reason = gits_reason(result)
         why = (f"did not finish within {GIT_DEADLINE_S} s and was stopped" if result.timed_out
                else f"exited {result.exit_code}" + (f": {reason}" if reason else ""))
         raise GitError(f"`git {' '.join(args)}` in {where} {why}")
     return result.stdout
+
+
+LOCK_EXISTS = re.compile(r"Unable to create '([^']+\.lock)': File exists")
+
+
+def stale_lock(result) -> Path | None:
+    """The lock file (`index.lock`, a ref's `.lock`) git refused to run on, when no process of
+    this host holds it open: a git killed in the middle of a command (a killed run) left it,
+    and the same command would fail on it for ever. None when git failed for another reason or
+    a process holds the lock (a git still running: its command goes on, ours fails)."""
+    found = LOCK_EXISTS.search(result.stderr or "")
+    if found is None:
+        return None
+    lock = Path(found.group(1))
+    return None if held_open(lock) else lock
+
+
+def held_open(path: Path) -> bool:
+    """Whether a process this user can see has `path` open (Linux's /proc/<pid>/fd)."""
+    target = os.path.realpath(path)
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 def gits_reason(result) -> str:

@@ -488,3 +488,30 @@ def test_a_persons_edit_in_the_way_of_a_merge_is_kept_and_named(tmp_path: Path) 
                                         "error: The following untracked working tree files "
                                         "would be overwritten by merge:\n\tnew.txt")
     assert (root / "new.txt").read_text() == "mine\n"
+
+
+def test_a_lock_file_a_killed_git_left_is_removed_and_the_command_runs(tmp_path: Path) -> None:
+    from specops_dag.gitflow import git_out
+
+    repo = tmp_path / "repo"
+    git.Repo.init(repo)
+    (repo / "a.txt").write_text("a\n")
+    lock = repo / ".git/index.lock"
+    lock.write_text("")  # what a git SIGKILLed in the middle of `git add` leaves
+    git_out(repo, "add", "-A")
+    assert not lock.exists()
+    assert git_out(repo, "diff", "--cached", "--name-only") == "a.txt\n"
+
+
+def test_a_lock_file_a_running_process_holds_is_left_and_the_error_names_it(
+        tmp_path: Path) -> None:
+    from specops_dag.gitflow import GitError, git_out
+
+    repo = tmp_path / "repo"
+    git.Repo.init(repo)
+    (repo / "a.txt").write_text("a\n")
+    lock = repo / ".git/index.lock"
+    with lock.open("w"), pytest.raises(GitError) as raised:  # a git still at work holds it
+        git_out(repo, "add", "-A")
+    assert lock.exists()
+    assert f"Unable to create '{lock.resolve()}': File exists." in raised.value.message
