@@ -326,8 +326,8 @@ def current_step(root: Path, state: Delivery, step: Step, catalog: Catalog,
         out.append(f"Step details: {agent_path(step_file, cwd)}")
     target = target_line(state.snapshot.target)
     changes = changes_line(state)
-    if changes is None and refers_to_changes(root, state, phase):
-        changes = plain_changes_line(root, state, cwd)
+    if changes is None:
+        changes = plain_changes_line(root, state, phase, cwd)
     shown_target = (["", target] if target else []) + (["", changes] if changes else [])
     if contract is not None:
         return "\n".join(out + shown_target
@@ -404,12 +404,13 @@ def refers_to_changes(root: Path, state: Delivery, phase: Phase) -> bool:
     return False
 
 
-def plain_changes_line(root: Path, state: Delivery, cwd: Path) -> str | None:
+def plain_changes_line(root: Path, state: Delivery, phase: Phase, cwd: Path) -> str | None:
     """The CHANGES line of a plain-folder delivery (its target is no git repository), for a
     phase whose goal or skills point at it: there is no branch, base commit or diff, so it says
     so and names the one command that lists the files written since `specops new` wrote the
-    delivery's request, the same records left out; None for a git target."""
-    if is_git_target(target_of(root, state)):
+    delivery's request, the same records left out; None for a git target or a phase that does
+    not refer to it."""
+    if is_git_target(target_of(root, state)) or not refers_to_changes(root, state, phase):
         return None
     request = agent_path(root / "phases" / state.phase / "request.md", cwd)
     skip = " ".join(f"-not -path '{p}'" for p in PLAIN_EXCLUDES)

@@ -29,7 +29,7 @@ class OnceTask(app.Task):  # type: ignore[name-defined]
     def __call__(self, *args: object, **kwargs: object) -> object:
         if not os.environ.get("SPECOPS_ROOT"):
             raise UsageError("SPECOPS_ROOT is not set in this Celery worker: start workers "
-                               "with `specops --root <harness root> worker --name NAME`")
+                             "with `specops --root <harness root> worker --name NAME`")
         root = Path(os.environ["SPECOPS_ROOT"])
         task_id = self.request.id
         started = started_path(root, task_id)

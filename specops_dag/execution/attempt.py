@@ -36,7 +36,6 @@ from specops_dag.agent.prompt import (
     failure_summary,
     plain_changes_line,
     read_list,
-    refers_to_changes,
     review_phase,
     skill_lines,
     target_line,
@@ -572,8 +571,7 @@ def run_review(store: Store, state: Delivery, step: Step, catalog: Catalog,
                                     goal=goal, qa=qa_task_line(qa),
                                     target=target_line(state.snapshot.target),
                                     changes=review_changes(state, step, repo, folder)
-                                    or (plain_changes_line(store.root, state, repo)
-                                        if refers_to_changes(store.root, state, phase) else None))
+                                    or plain_changes_line(store.root, state, phase, repo))
     agents = repo / "AGENTS.md"
     prompt = (agents.read_text(encoding="utf-8") + "\n\n" if agents.is_file() else "") + text
     session = ReviewSession(store, state, step, settings, phase, repo, round_no,
