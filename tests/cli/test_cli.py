@@ -26,7 +26,7 @@ def test_check_passes_on_the_built_in_and_harness_definitions(
         diamond_root: Path, clean_env: dict[str, str]) -> None:
     result = specops(clean_env, diamond_root, "check")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("ok: 4 workflows, 21 phases, 18 skills from ")
+    assert result.stdout.startswith("ok: 4 workflows, 22 phases, 18 skills from ")
 
 
 def test_check_exits_2_with_every_problem_and_changes_nothing(

@@ -235,20 +235,21 @@ def test_a_failed_metadata_commit_fails_the_step_visibly_and_the_next_run_retrie
     def locked(worktree: Path, *args: object, **kwargs: object) -> str | None:
         git_dir = subprocess.run(["git", "-C", str(worktree), "rev-parse", "--absolute-git-dir"],
                                  capture_output=True, text=True, check=True).stdout.strip()
-        locks.append((Path(git_dir) / "index.lock", worktree))  # another git holds the index
-        locks[-1][0].touch()
+        lock = Path(git_dir) / "index.lock"
+        locks.append((lock, worktree, lock.open("w")))  # another git holds the index open
         return real(worktree, *args, **kwargs)
 
     monkeypatch.setattr(gitflow, "commit_metadata", locked)
     with pytest.raises(GitError) as err:
         run_step(store, "d1", "a")
-    [(lock, worktree)] = locks
+    [(lock, worktree, holder)] = locks
     assert err.value.message == (
         "the metadata commit of `a` failed, the step stays completed and the next `specops run "
         "d1` commits it: `git --literal-pathspecs add -A -f --pathspec-from-file=- "
         f"--pathspec-file-nul` in {worktree} exited 128: fatal: Unable to create "
         f"'{lock}': File exists.")
     assert store.read("d1").get_step("a").status == "completed"
+    holder.close()
     lock.unlink()
     monkeypatch.setattr(gitflow, "commit_metadata", real)
     assert run_step(store, "d1", "a").status == "reused"
