@@ -7,7 +7,8 @@ no delivery fails at once and is removed."""
 
 import hashlib
 import json
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -107,6 +108,14 @@ def materialization(outcome: "StepOutcome", delivery: str,
                                 data_version=dg.DataVersion(data_version(outcome.handoff)))
 
 
+def offer_tasks() -> Callable[[str, str, str], None] | None:
+    """How a fan-out step offers its tasks to other processes: on a `specops worker` (whose
+    Celery app is loaded in this process), to the other workers (`celery_tasks.dispatcher`);
+    elsewhere None, and the step's own process runs them all."""
+    tasks = sys.modules.get("specops_dag.dagster_adapter.celery_tasks")
+    return None if tasks is None else tasks.dispatcher()
+
+
 def codex_pool_limit(instance: dg.DagsterInstance) -> int | None:
     """How many codex sessions the `codex` pool allows at once (its own limit, else the
     instance's default pool limit; None: no limit): a fan-out runs no more tasks at once."""
@@ -174,7 +183,8 @@ def node_asset(catalog: Catalog, wf: Workflow, node: Node,
         try:
             # a fan-out's task events (started, built, merged, failed) go to the run's log
             outcome = specops.run_step(delivery, wf.id, node.id, progress=context.log.info,
-                                       sessions=codex_pool_limit(context.instance))
+                                       sessions=codex_pool_limit(context.instance),
+                                       dispatch=offer_tasks())
         except SpecopsError as err:
             raise dg.Failure(description=err.message, allow_retries=False) from err
         if outcome.status in ("completed", "reused"):

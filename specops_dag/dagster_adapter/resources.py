@@ -41,12 +41,14 @@ class SpecopsResource(dg.ConfigurableResource):
 
     def run_step(self, delivery: str, workflow: str, node: str,
                  progress: "Callable[[str], None] | None" = None,
-                 sessions: int | None = None) -> "StepOutcome":
+                 sessions: int | None = None,
+                 dispatch: "Callable[[str, str, str], None] | None" = None) -> "StepOutcome":
         from specops_dag.execution.step import run_step
 
         collector.tune()  # this process runs steps: tuned as the console script is
         return run_step(self.store(), delivery, node, workflow=workflow,
-                        settings=self.agent_settings(), progress=progress, sessions=sessions)
+                        settings=self.agent_settings(), progress=progress, sessions=sessions,
+                        dispatch=dispatch)
 
 
 def resource_from_env(root: Path) -> SpecopsResource:

@@ -416,6 +416,8 @@ class TaskRecord(Model):
     duration_s: float = 0.0  # its sessions and their verification, together
     merge_s: float = 0.0  # its merges into the node's tree with the node's validation
     infra_retries: list[InfraRetry] = []  # its sessions the provider failed, retried
+    owner: Owner | None = None  # the process running its sessions (cleared when it stops)
+    ran_on: RanOn | None = None  # where its last session ran (kept)
 
 
 class Step(Model):

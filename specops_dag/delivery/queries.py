@@ -366,7 +366,9 @@ def status_report(root: Path, state: Delivery) -> dict:
             "cost": cost_report(root, state),
             "tasks": {s.name: [{"id": t.id, "status": t.status, "attempts": t.attempts,
                                 "tokens": sum(tokens(u) for u in t.usage),
-                                "commits": t.commits, "error": t.error} for t in s.tasks]
+                                "commits": t.commits, "error": t.error,
+                                "ran_on": t.ran_on.model_dump() if t.ran_on else None}
+                               for t in s.tasks]
                       for s in state.steps if s.tasks}}
 
 
@@ -430,6 +432,9 @@ def render_status(state: Delivery, report: dict) -> str:
                 line += (f"\n         {t.id:<16} {t.status:<8} attempt {t.attempts}"
                          + (f" [{spent} tokens]" if spent else "")
                          + (f" {t.error.splitlines()[0][:100]}" if t.error else ""))
+                if t.ran_on is not None and t.ran_on.worker:
+                    line += (f"\n           ran on Celery worker `{t.ran_on.worker}` (host "
+                             f"{t.ran_on.host}, pid {t.ran_on.pid})")
         ask = report["gates"].get(s.name)
         if ask:
             line += f"\n       question: {ask['question']}"

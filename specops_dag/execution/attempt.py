@@ -148,9 +148,10 @@ def step_env(store: Store, state: Delivery, step: Step) -> dict[str, str]:
 def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
                 settings: AgentSettings,
                 progress: Callable[[str], None] | None = None,
-                sessions: int | None = None) -> AttemptResult:
+                sessions: int | None = None,
+                dispatch: Callable[[str, str, str], None] | None = None) -> AttemptResult:
     """One attempt of the step (a fan-out node's: all its tasks); `progress` hears what a
-    fan-out does as it goes."""
+    fan-out does as it goes; `dispatch` offers its tasks to other processes."""
     kind = catalog.phases[step.phase].execution.executor.kind
     node_dir(store, state.phase, step.name).mkdir(parents=True, exist_ok=True)
     checked: Preflight | None = None
@@ -164,7 +165,8 @@ def run_attempt(store: Store, state: Delivery, step: Step, catalog: Catalog,
         elif catalog.phases[step.phase].execution.fan_out is not None:
             from specops_dag.execution.fanout import run_fan_out
 
-            result = run_fan_out(store, state, step, catalog, settings, progress, sessions)
+            result = run_fan_out(store, state, step, catalog, settings, progress, sessions,
+                                 dispatch)
         else:
             result = run_codex_attempt(store, state, step, catalog, settings,
                                        restored=checked is not None and not checked.cached

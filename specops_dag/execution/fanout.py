@@ -5,10 +5,13 @@ finished ones are merged into the node's tree one at a time in task order with t
 validation re-run on each merge, and a failing task blocks only the tasks that need it.
 
 Every task's progress is in the delivery state (`Step.tasks`), so a killed run goes on where it
-stopped: merged and built tasks are never run again. A task's branch holds product commits only
-(its record and artifacts are metadata); once all are merged, the executor brings the task
-records into the node's tree and writes the node's section of the delivery handoff, which no task
-writes. No dagster here: progress is reported through a callback.
+stopped: merged and built tasks are never run again. A task is run by whichever process claims
+it in that state (its `owner`, judged alive as a step's owner is): the step's own threads, or,
+on a Celery worker, another worker the step offered it to (`dispatch`, `run_offered_task`). A
+task whose process is gone is pending again with that session spent. A task's branch holds
+product commits only (its record and artifacts are metadata); once all are merged, the executor
+brings the task records into the node's tree and writes the node's section of the delivery
+handoff, which no task writes. No dagster here: progress is reported through a callback.
 """
 
 from __future__ import annotations
@@ -23,9 +26,17 @@ from pathlib import Path
 from specops_dag import gitflow
 from specops_dag.agent.codex import AgentSettings, find_codex
 from specops_dag.agent.prompt import TaskView, assemble_prompt, failure_summary, handoff_rel
-from specops_dag.delivery.lifecycle import target_path, task_record, workdir
-from specops_dag.delivery.model import Delivery, Step, TaskRecord
-from specops_dag.delivery.queries import agent_path
+from specops_dag.delivery.lifecycle import (
+    current_owner,
+    owns,
+    ran_on,
+    snapshot_catalog,
+    target_path,
+    task_record,
+    workdir,
+)
+from specops_dag.delivery.model import Delivery, RanOn, Step, TaskRecord
+from specops_dag.delivery.queries import agent_path, owner_alive
 from specops_dag.delivery.store import Store
 from specops_dag.errors import UsageError
 from specops_dag.execution.attempt import (
@@ -39,6 +50,7 @@ from specops_dag.execution.attempt import (
     step_env,
 )
 from specops_dag.execution.contract import judge, negotiate
+from specops_dag.execution.host import missing_tool
 from specops_dag.files import WORKTREES, now_iso, write_text_atomic
 from specops_dag.validation import validate_attempt
 from specops_dag.workflow.catalog import Catalog
@@ -46,6 +58,11 @@ from specops_dag.workflow.model import MAX_ATTEMPTS
 from specops_dag.workflow.tasks import TaskList, load_task_list, task_order
 
 Progress = Callable[[str], None]
+# Offers task `task` of node `node` of delivery `delivery` to other processes (a Celery worker's
+# step: the workers, through the broker); whichever claims it first runs it.
+Dispatch = Callable[[str, str, str], None]
+GRACE_S = 10.0  # an offered task no worker has taken by then runs in the step's own process
+POLL_S = 1.0  # how often the step looks at tasks other processes run
 
 
 def task_list_file(root: Path, state: Delivery, step: Step, catalog: Catalog) -> tuple[Path, str]:
@@ -107,10 +124,11 @@ class FanOut:
 
 def run_fan_out(store: Store, state: Delivery, step: Step, catalog: Catalog,
                 settings: AgentSettings, progress: Progress | None = None,
-                sessions: int | None = None) -> AttemptResult:
+                sessions: int | None = None, dispatch: Dispatch | None = None) -> AttemptResult:
     """Run, merge and validate every task of the node, at most `max_parallel` (and `sessions`,
     the codex pool's limit) at once; ok once all are merged and the node's own verification
-    (artifacts, validation) passes on the merged tree."""
+    (artifacts, validation) passes on the merged tree. With `dispatch`, the step's process runs
+    one task at a time itself and offers the others (GRACE_S)."""
     fan = catalog.phases[step.phase].execution.fan_out
     parallel = min(fan.max_parallel, sessions or fan.max_parallel)
     tasks = load_tasks(store.root, state, step, catalog)
@@ -119,10 +137,6 @@ def run_fan_out(store: Store, state: Delivery, step: Step, catalog: Catalog,
     with ctx.transaction() as fresh:
         node = fresh.get_step(step.name)
         node.tasks = task_records(tasks, node.tasks)
-        for rec in node.tasks:
-            if rec.status == "running":  # a killed run's interrupted session: its call is spent
-                rec.status = "pending"
-                rec.last_failure = rec.last_failure or "the session was interrupted"
         order = [t.id for t in node.tasks]
     packages = None  # the plan's `## Packages`, restored once for every task's session
     if step.attempts == 1 and step.validation == "full":
@@ -131,25 +145,53 @@ def run_fan_out(store: Store, state: Delivery, step: Step, catalog: Catalog,
         packages = plan_packages(store, state, step, ctx.tree, step_env(store, state, step),
                                  catalog)
     ctx.say(f"fan-out of {len(order)} tasks, at most {parallel} at once")
-    running: dict[Future, str] = {}
+    local: dict[Future, str] = {}  # tasks this process runs
+    offered: dict[str, float] = {}  # tasks offered to other processes, not taken yet: when
     with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="task") as pool:
         while True:
             merged_any = merge_ready(ctx, state, step, order)
+            reclaim(ctx)
             current = {t.id: t for t in ctx.store.read(ctx.delivery).get_step(ctx.node).tasks}
             block_dependents(ctx, current)
+            mine = set(local.values())
+            elsewhere = {t for t, r in current.items() if t not in mine and held_elsewhere(r)}
+            for tid in [t for t in offered if current[t].status != "pending" or t in elsewhere]:
+                offered.pop(tid)
+                where = current[tid].ran_on
+                if where is not None and tid in elsewhere:
+                    ctx.say(f"task {tid}: taken by {ran_on_text(where)}")
+            now = time.monotonic()
             for tid in order:
                 rec = current[tid]
-                if (len(running) < parallel and rec.status == "pending"
-                        and tid not in running.values()
-                        and all(current[n].status == "merged" for n in rec.needs)):
-                    running[pool.submit(run_task, ctx, state, step, tid)] = tid
+                if (rec.status != "pending" or tid in mine or tid in elsewhere
+                        or any(current[n].status != "merged" for n in rec.needs)):
+                    continue
+                if tid in offered:
+                    if now - offered[tid] >= GRACE_S and len(local) < parallel:
+                        offered.pop(tid)
+                        ctx.say(f"task {tid}: no worker took it in {GRACE_S:.0f} s; it runs in "
+                                "the step's own process")
+                        local[pool.submit(run_task, ctx, state, step, tid)] = tid
+                    continue
+                if len(local) + len(elsewhere) + len(offered) >= parallel:
+                    continue
+                if dispatch is None or not local:
+                    local[pool.submit(run_task, ctx, state, step, tid)] = tid
+                else:
+                    dispatch(ctx.delivery, ctx.node, tid)
+                    offered[tid] = now
+                    ctx.say(f"task {tid}: offered to the other workers")
             if merged_any:
                 continue
-            if not running:
+            if not (local or elsewhere or offered):
                 break
-            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            if not local:
+                time.sleep(POLL_S)
+                continue
+            done, _ = wait(list(local), timeout=POLL_S if (elsewhere or offered) else None,
+                           return_when=FIRST_COMPLETED)
             for future in done:
-                running.pop(future)
+                local.pop(future)
                 future.result()  # a defect in a task thread ends the node's attempt
     final = {t.id: t for t in ctx.store.read(ctx.delivery).get_step(ctx.node).tasks}
     unfinished = [t for t in final.values() if t.status != "merged"]
@@ -286,60 +328,146 @@ def block_dependents(ctx: FanOut, tasks: dict[str, TaskRecord]) -> None:
         ctx.say(f"task {tid}: blocked by a task it needs")
 
 
-def run_task(ctx: FanOut, state: Delivery, step: Step, task: str) -> None:
+def held_elsewhere(rec: TaskRecord) -> bool:
+    """Does another live process hold the task (running it, or between its sessions)?"""
+    return rec.owner is not None and not owns(rec.owner) and owner_alive(rec.owner)
+
+
+def ran_on_text(where: RanOn) -> str:
+    if where.worker:
+        return f"Celery worker `{where.worker}` (host {where.host}, pid {where.pid})"
+    return f"process {where.pid} on host {where.host}"
+
+
+def reclaim(ctx: FanOut) -> None:
+    """A task marked running whose process is gone (a killed run's thread, a killed worker) is
+    pending again: that session's call is spent, the rest of its budget is left."""
+    tasks = ctx.store.read(ctx.delivery).get_step(ctx.node).tasks
+    if not any(t.status == "running" and not owner_alive(t.owner) for t in tasks):
+        return
+    gone = []
+    with ctx.transaction() as fresh:
+        for rec in fresh.get_step(ctx.node).tasks:
+            if rec.status == "running" and not owner_alive(rec.owner):
+                where = f" ({ran_on_text(rec.ran_on)} is gone)" if rec.owner and rec.ran_on else ""
+                rec.status, rec.owner = "pending", None
+                rec.last_failure = rec.last_failure or f"the session was interrupted{where}"
+                fresh.log("task interrupted", ctx.node, f"{rec.id} attempt {rec.attempts}{where}")
+                gone.append((rec.id, where))
+    for task, where in gone:
+        ctx.say(f"task {task}: its session was interrupted{where}; the call is spent")
+
+
+def not_claimable(state: Delivery, node: str, rec: TaskRecord) -> str | None:
+    """Why this process may not run the task now, or None."""
+    step = state.get_step(node)
+    if step.status != "running" or not owner_alive(step.owner):
+        return f"node `{node}` is `{step.status}`" + (
+            "" if step.status != "running" else " under a process that is gone")
+    if rec.status != "pending":
+        return f"the task is `{rec.status}`"
+    if rec.owner is not None and not owns(rec.owner) and owner_alive(rec.owner):
+        return f"{ran_on_text(rec.ran_on)} holds it" if rec.ran_on else "another process holds it"
+    tasks = {t.id: t for t in step.tasks}
+    waiting = [n for n in rec.needs if tasks[n].status != "merged"]
+    if waiting:
+        return "it needs " + ", ".join(f"`{n}`" for n in waiting) + ", not merged yet"
+    return None
+
+
+def run_offered_task(store: Store, delivery: str, node: str, task: str,
+                     settings: AgentSettings, progress: Progress) -> str:
+    """Run a task another process offered (`Dispatch`), when it is still this process's to
+    take and this host has the tools its sessions need; what happened, in one line."""
+    state = store.read(delivery)
+    step = state.get_step(node)
+    rec = next((t for t in step.tasks if t.id == task), None)
+    why = "no such task" if rec is None else not_claimable(state, node, rec)
+    if why is None:
+        catalog = snapshot_catalog(store, state)
+        why = missing_tool(catalog, step, settings, store.root, ran_on(current_owner()))
+    if why is not None:
+        return f"task `{task}` of `{node}` in `{delivery}` not run here: {why}"
+    ctx = FanOut(store, delivery, node, catalog, settings, progress, workdir(store, state, step))
+    if not run_task(ctx, state, step, task):
+        return f"task `{task}` of `{node}` in `{delivery}` not run here: another process took it"
+    done = ctx.record(store.read(delivery), task)
+    return f"task `{task}` of `{node}` in `{delivery}`: {done.status}"
+
+
+def run_task(ctx: FanOut, state: Delivery, step: Step, task: str) -> bool:
     """A task's sessions until one is built (validated on its own tree and committed on its
-    branch) or its MAX_ATTEMPTS calls are spent."""
-    while True:
-        with ctx.transaction() as fresh:
-            rec = ctx.record(fresh, task)
-            if rec.attempts >= MAX_ATTEMPTS:
-                rec.status, rec.error = "failed", (f"budget spent: {rec.attempts} of "
-                                                   f"{MAX_ATTEMPTS} sessions failed: "
-                                                   f"{rec.last_failure}")
-                rec.finished_at = now_iso()
-                fresh.log("task failed", ctx.node, f"{task}: {rec.error}")
-                ctx.say(f"task {task}: failed ({rec.error[:200]})")
-                return
-            tree = task_tree(ctx, fresh, rec)
-            rec.status, rec.attempts = "running", rec.attempts + 1
-            rec.started_at = rec.started_at or now_iso()
-            fresh.log("task started", ctx.node, f"{task} attempt {rec.attempts}/{MAX_ATTEMPTS}")
-            view = rec.model_copy(deep=True)
-            index = [t.id for t in fresh.get_step(ctx.node).tasks].index(task) + 1
-            total = len(fresh.get_step(ctx.node).tasks)
-            snapshot = fresh.model_copy(deep=True)
-        ctx.say(f"task {task}: session {view.attempts} of {MAX_ATTEMPTS} started")
-        started = time.monotonic()
-        outcome = task_attempt(ctx, snapshot, snapshot.get_step(ctx.node), view, index, total,
-                               tree)
-        with ctx.transaction() as fresh:
-            rec = ctx.record(fresh, task)
-            rec.duration_s = round(rec.duration_s + time.monotonic() - started, 3)
-            for used in (*outcome.contract_usage, *([outcome.usage] if outcome.usage else [])):
-                used = used.model_copy(update={"task": task})
-                rec.usage.append(used)
-                fresh.get_step(ctx.node).usage.append(used)
-            if outcome.contract is not None:
-                rec.contract = outcome.contract
-            rec.infra_retries.extend(outcome.infra)
-            if outcome.reason == "infrastructure":  # the provider's failure: the call is given back
-                rec.attempts -= 1
-                rec.status, rec.error = "blocked", outcome.summary
-                rec.finished_at = now_iso()
-                fresh.log("task blocked", ctx.node, f"{task}: {outcome.summary}")
-            elif outcome.ok:
-                product = gitflow.commit_product(tree, ctx.delivery, f"{ctx.node}.{task}",
-                                                 rec.attempts)
-                rec.commits["product"] = product or gitflow.head(tree)
-                rec.status, rec.last_failure = "built", None
-                fresh.log("task built", ctx.node, f"{task} attempt {rec.attempts}")
-            else:
-                rec.status, rec.last_failure = "pending", outcome.summary
-                fresh.log("task attempt failed", ctx.node, f"{task} attempt {rec.attempts}")
-        ctx.say(f"task {task}: session {view.attempts} "
-                + ("built and validated on its own tree" if outcome.ok else "failed"))
-        if outcome.ok or outcome.reason == "infrastructure":
-            return
+    branch) or its MAX_ATTEMPTS calls are spent. The task is claimed in the delivery state
+    first; False when it was not this process's to run (`not_claimable`)."""
+    key = f"{ctx.node}+{task}"
+    claimed = False
+    try:
+        while True:
+            with ctx.transaction() as fresh:
+                rec = ctx.record(fresh, task)
+                if not_claimable(fresh, ctx.node, rec) is not None:
+                    return claimed
+                if rec.attempts >= MAX_ATTEMPTS:
+                    rec.status, rec.error = "failed", (f"budget spent: {rec.attempts} of "
+                                                       f"{MAX_ATTEMPTS} sessions failed: "
+                                                       f"{rec.last_failure}")
+                    rec.finished_at, rec.owner = now_iso(), None
+                    fresh.log("task failed", ctx.node, f"{task}: {rec.error}")
+                    ctx.say(f"task {task}: failed ({rec.error[:200]})")
+                    return True
+                tree = task_tree(ctx, fresh, rec)
+                if not owns(rec.owner):
+                    rec.owner = current_owner(ctx.store.lease(ctx.delivery, key))
+                    rec.ran_on = ran_on(rec.owner)
+                claimed = True
+                rec.status, rec.attempts = "running", rec.attempts + 1
+                rec.started_at = rec.started_at or now_iso()
+                fresh.log("task started", ctx.node,
+                          f"{task} attempt {rec.attempts}/{MAX_ATTEMPTS}")
+                view = rec.model_copy(deep=True)
+                index = [t.id for t in fresh.get_step(ctx.node).tasks].index(task) + 1
+                total = len(fresh.get_step(ctx.node).tasks)
+                snapshot = fresh.model_copy(deep=True)
+            ctx.say(f"task {task}: session {view.attempts} of {MAX_ATTEMPTS} started")
+            started = time.monotonic()
+            outcome = task_attempt(ctx, snapshot, snapshot.get_step(ctx.node), view, index,
+                                   total, tree)
+            with ctx.transaction() as fresh:
+                rec = ctx.record(fresh, task)
+                rec.duration_s = round(rec.duration_s + time.monotonic() - started, 3)
+                for used in (*outcome.contract_usage,
+                             *([outcome.usage] if outcome.usage else [])):
+                    used = used.model_copy(update={"task": task})
+                    rec.usage.append(used)
+                    fresh.get_step(ctx.node).usage.append(used)
+                if outcome.contract is not None:
+                    rec.contract = outcome.contract
+                rec.infra_retries.extend(outcome.infra)
+                if outcome.reason == "infrastructure":  # the provider's failure: call given back
+                    rec.attempts -= 1
+                    rec.status, rec.error = "blocked", outcome.summary
+                    rec.finished_at, rec.owner = now_iso(), None
+                    fresh.log("task blocked", ctx.node, f"{task}: {outcome.summary}")
+                elif outcome.ok:
+                    product = gitflow.commit_product(tree, ctx.delivery, f"{ctx.node}.{task}",
+                                                     rec.attempts)
+                    rec.commits["product"] = product or gitflow.head(tree)
+                    rec.status, rec.last_failure, rec.owner = "built", None, None
+                    fresh.log("task built", ctx.node, f"{task} attempt {rec.attempts}")
+                else:  # pending again, still held by this process for its next session
+                    rec.status, rec.last_failure = "pending", outcome.summary
+                    fresh.log("task attempt failed", ctx.node, f"{task} attempt {rec.attempts}")
+            ctx.say(f"task {task}: session {view.attempts} "
+                    + ("built and validated on its own tree" if outcome.ok else "failed"))
+            if outcome.ok or outcome.reason == "infrastructure":
+                return True
+    finally:
+        if claimed:
+            with ctx.transaction() as fresh:
+                rec = ctx.record(fresh, task)
+                if owns(rec.owner):  # a defect ended the sessions: `reclaim` frees the task
+                    rec.owner = None
+            ctx.store.release(ctx.delivery, key)
 
 
 def task_tree(ctx: FanOut, state: Delivery, rec: TaskRecord) -> Path:

@@ -102,28 +102,32 @@ def task_summaries(step: Step) -> tuple[dict, ...]:
     """A fan-out node's tasks as its materialization metadata shows them."""
     return tuple({"id": t.id, "status": t.status, "attempts": t.attempts,
                   "tokens": sum(tokens(u) for u in t.usage), "commits": dict(t.commits),
-                  "branch": t.branch, "duration_s": t.duration_s} for t in step.tasks)
+                  "branch": t.branch, "duration_s": t.duration_s,
+                  "ran_on": t.ran_on.model_dump() if t.ran_on else None} for t in step.tasks)
 
 
 def run_step(store: Store, delivery: str, node: str, workflow: str | None = None,
              settings: AgentSettings | None = None,
              max_attempts: int = MAX_ATTEMPTS,
              progress: Callable[[str], None] | None = None,
-             sessions: int | None = None) -> StepOutcome:
+             sessions: int | None = None,
+             dispatch: Callable[[str, str, str], None] | None = None) -> StepOutcome:
     """Run the next attempt of `node` if it may run; otherwise say why not. Never fakes success.
     `progress` hears a fan-out's task events as they happen (the Dagster run's log); `sessions`
-    caps how many of its task sessions run at once (the `codex` pool's limit). The owner record
-    its claim writes (`Store.lease`) is renewed until the call ends."""
+    caps how many of its task sessions run at once (the `codex` pool's limit); `dispatch` offers
+    its tasks to other processes (a Celery worker's). The owner record its claim writes
+    (`Store.lease`) is renewed until the call ends."""
     try:
         return attempt_step(store, delivery, node, workflow, settings or AgentSettings(),
-                            max_attempts, progress, sessions)
+                            max_attempts, progress, sessions, dispatch)
     finally:
         store.release(delivery, node)  # after the verdict is recorded: the claim is over
 
 
 def attempt_step(store: Store, delivery: str, node: str, workflow: str | None,
                  settings: AgentSettings, max_attempts: int,
-                 progress: Callable[[str], None] | None, sessions: int | None) -> StepOutcome:
+                 progress: Callable[[str], None] | None, sessions: int | None,
+                 dispatch: Callable[[str, str, str], None] | None = None) -> StepOutcome:
     claim = claim_step(store, delivery, node, workflow, max_attempts, settings)
     if isinstance(claim, StepOutcome) and claim.status == "reused" and claim.commits.get(
             "metadata") == METADATA_PENDING:
@@ -137,7 +141,7 @@ def attempt_step(store: Store, delivery: str, node: str, workflow: str | None,
     started, began = time.monotonic(), now_iso()
     try:
         result = run_attempt(store, state, step, catalog, settings, progress,
-                             sessions)
+                             sessions, dispatch)
     except SpecopsError as err:  # bad input found while preparing: blocked, never `running`
         result = AttemptResult(False, f"{err.message}; after fixing it, `specops resume "
                                f"{delivery} {node}`", environment=True)

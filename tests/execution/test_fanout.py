@@ -5,6 +5,8 @@ the node's validation after each merge, and a failing task blocks only the tasks
 
 from __future__ import annotations
 
+import os
+import socket
 import textwrap
 from pathlib import Path
 
@@ -163,7 +165,8 @@ def test_a_fan_out_merges_independent_tasks_and_a_failing_task_blocks_only_its_d
         f"         t4               merged   attempt 1 [{spent[3]} tokens]"]
     assert status_report(store.root, state)["tasks"]["build"][1] == {
         "id": "t2", "status": "merged", "attempts": 1, "tokens": spent[1],
-        "commits": build.tasks[1].commits, "error": None}
+        "commits": build.tasks[1].commits, "error": None, "ran_on": {
+            "host": socket.gethostname(), "pid": os.getpid(), "worker": None}}
     assert "Working directory: " + str((store.root / ".specops/worktrees/d1+build+t1")
                                        .resolve()) in prompt
     # tokens of every task session are the node's too
