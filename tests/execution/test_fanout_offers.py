@@ -159,13 +159,14 @@ def test_a_task_whose_process_is_killed_mid_session_runs_again_with_that_session
             takers.end()
     assert outcome.status == "completed", outcome.message
     [first] = killed
-    assert [p.pid for p in takers.procs][0] == first and len(takers.procs) == 2
+    assert takers.procs[0].pid == first
     state = store.read("d1")
     build = state.get_step("build")
     host = socket.gethostname()
     assert [(t.id, t.status, t.attempts) for t in build.tasks] == [
         ("t1", "merged", 1), ("t2", "merged", 2)]
-    assert build.tasks[1].ran_on.pid == takers.procs[1].pid
+    # the second session ran in the step's process, or in a process of a second offer
+    assert build.tasks[1].ran_on.pid in {os.getpid(), *(p.pid for p in takers.procs[1:])}
     gone = f" (process {first} on host {host} is gone)"
     assert f"build: task t2: its session was interrupted{gone}; the call is spent" in events
     assert [e.detail for e in state.history if e.event == "task interrupted"] == [
