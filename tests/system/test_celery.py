@@ -1,8 +1,9 @@
 """Celery, for real (issue #45): Debian's redis-server as the broker, Postgres as Dagster's
 storage, and `specops worker` processes started here, each in its own folder. A delivery's
 steps run on the workers, never in the process that launched the run; the parallel branches of
-the diamond run at once on different workers; each step records where it ran, and a worker that
-lacks the codex CLI blocks the step before any agent call, with no attempt spent."""
+the diamond run at once on different workers, and so do the tasks of a fan-out node; each step
+and task records where it ran, and a worker that lacks the codex CLI blocks the step before any
+agent call, with no attempt spent."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ import pytest
 
 from specops_dag.delivery.store import Store
 
-from ..support.agents import AGENTIC
+from ..execution.test_fanout import TWO, harness, writes
+from ..support.agents import AGENTIC, attempts, replay
 from ..support.broker import celery_workers, execute, napping_git_diamond, tree
 from ..support.cli import specops
 from ..support.harness import VENV_BIN, write_tree
@@ -69,6 +71,48 @@ def test_a_delivery_runs_on_two_celery_workers_and_its_parallel_branches_on_diff
             assert (metadata["worker"].value, metadata["celery_worker"].value) == (
                 f"{host}:{ran[n].pid}", ran[n].worker)
     assert ours(root, str(tmp_path / "workers")) == []  # no worker, pool or step process left
+
+
+def test_the_tasks_of_a_fan_out_node_run_on_different_celery_workers(
+        tmp_path: Path, clean_env: dict[str, str], postgres: str, redis: str) -> None:
+    use_postgres(Path(clean_env["DAGSTER_HOME"]), postgres)
+    root = harness(tmp_path, TWO, clean_env).root
+    folders = {"w1": tmp_path / "workers" / "w1", "w2": tmp_path / "workers" / "w2"}
+    with replay(tmp_path, {"build.t1": [writes("t1")], "build.t2": [writes("t2")]}) as server:
+        env = {**clean_env, "SPECOPS_REPLAY_URL": server.url,
+               "SPECOPS_CODEX_HOME": str(tmp_path / "codex-home")}
+        with celery_workers(VENV_BIN / "specops", env, root, redis, folders) as started:
+            pids = {name: {p.pid for p in tree(proc.pid)} for name, proc in started.items()}
+            run, launcher = execute(env, root, redis, "plan_build_job")
+            assert run.returncode == 0, run.stderr[-3000:]
+    build = Store(root).read("d1").get_step("build")
+    t1, t2 = build.tasks
+    assert [(t.id, t.status, t.attempts, t.owner) for t in build.tasks] == [
+        ("t1", "merged", 1, None), ("t2", "merged", 1, None)]
+    assert [len(attempts(tmp_path, f"build.{t}")) for t in ("t1", "t2")] == [1, 1]
+    host = socket.gethostname()
+    # the step's own worker ran the first task and the other worker took the one it offered
+    assert build.ran_on is not None and t1.ran_on == build.ran_on
+    assert t2.ran_on is not None and t2.ran_on.worker != t1.ran_on.worker
+    for where in (t1.ran_on, t2.ran_on):
+        assert where.host == host and where.pid in pids[where.worker] and where.pid != launcher
+    assert {f"src/{t}.txt" for t in ("t1", "t2")} <= {
+        b.path for b in git.Repo(root).heads["feat-d1"].commit.tree.traverse()}
+    shown = specops(env, root, "status", "d1").stdout.splitlines()
+    assert [line for line in shown if "ran on" in line][-3:] == [
+        f"       ran on Celery worker `{build.ran_on.worker}` (host {host}, pid "
+        f"{build.ran_on.pid})",
+        *(f"           ran on Celery worker `{t.ran_on.worker}` (host {host}, pid "
+          f"{t.ran_on.pid})" for t in (t1, t2))]
+    with dg.DagsterInstance.get() as instance:  # the node's materialization, from Postgres
+        event = instance.get_latest_materialization_event(dg.AssetKey(["plan-build", "build"]))
+        tasks = event.asset_materialization.metadata["tasks"].value
+        assert [t["ran_on"] for t in tasks] == [t.ran_on.model_dump() for t in (t1, t2)]
+        logs = [e.user_message for e in instance.all_logs(event.run_id)]
+    assert "build: task t2: offered to the other workers" in logs
+    assert (f"build: task t2: taken by Celery worker `{t2.ran_on.worker}` (host {host}, pid "
+            f"{t2.ran_on.pid})") in logs
+    assert ours(root, str(tmp_path / "workers")) == []
 
 
 def test_a_worker_that_lost_its_codex_cli_blocks_the_step_before_any_agent_call(
