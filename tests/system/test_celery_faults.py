@@ -3,7 +3,8 @@ two `specops worker` processes and `dagster job execute` of the Celery code loca
 napping diamond (a → b, c → d). A worker whose whole process tree is SIGKILLed in the middle of
 a step, or a broker restarted under a running delivery, does not leave the run waiting: it ends,
 and the next `specops run` re-runs what was interrupted within its attempts, redoing no completed
-step and losing no handoff."""
+step and losing no handoff. A worker killed while it runs a fan-out task another worker's step
+offered it leaves that task to run again, in the same run, with the killed session spent."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import pytest
 
 from specops_dag.delivery.store import Store
 
+from ..execution.test_fanout import TWO, harness, writes
+from ..support.agents import attempts, replay
 from ..support.broker import celery_workers, kill_trees, launch, napping_git_diamond, tree
 from ..support.cli import specops
 from ..support.harness import VENV_BIN
@@ -113,4 +116,53 @@ def test_a_broker_restarted_under_a_running_delivery_loses_no_step_and_no_handof
         (n, "completed", 1) for n in "abcd"]
     assert {n: v for n, v in handoffs(root).items() if n in kept} == kept
     assert sorted((tmp_path / "calls.txt").read_text().split()) == list("abcd")
+    assert ours(root, str(tmp_path / "workers")) == []
+
+
+def test_a_worker_killed_while_it_runs_an_offered_task_leaves_the_task_to_run_again_in_the_run(
+        tmp_path: Path, clean_env: dict[str, str], postgres: str, redis: str) -> None:
+    use_postgres(Path(clean_env["DAGSTER_HOME"]), postgres)
+    root = harness(tmp_path, TWO, clean_env).root
+    hang = [{"shell": "sleep 600", "sleep_s": 0}, {"hang": True}]
+    folders = {"w1": tmp_path / "workers" / "w1", "w2": tmp_path / "workers" / "w2"}
+    with replay(tmp_path, {"build.t1": [writes("t1")],
+                           "build.t2": [hang, writes("t2")]}) as server:
+        env = {**clean_env, "SPECOPS_REPLAY_URL": server.url,
+               "SPECOPS_CODEX_HOME": str(tmp_path / "codex-home")}
+        with celery_workers(VENV_BIN / "specops", env, root, redis, folders) as started:
+            run = launch(env, root, redis, "plan_build_job")
+            try:
+                def t2_hangs_on_the_other_worker() -> bool:
+                    build = Store(root).read("d1").get_step("build")
+                    t2 = build.tasks[1] if build.tasks else None
+                    return (t2 is not None and t2.status == "running" and t2.ran_on is not None
+                            and build.ran_on is not None
+                            and t2.ran_on.worker != build.ran_on.worker
+                            and any("sleep 600" in " ".join(p.info["cmdline"] or [])
+                                    for p in psutil.process_iter(["cmdline"])))
+
+                wait_for(t2_hangs_on_the_other_worker, 120)
+                build = Store(root).read("d1").get_step("build")
+                victim = build.tasks[1].ran_on
+                kill_trees([started[victim.worker]])
+                out, err = run.communicate(timeout=240)
+            finally:
+                kill_trees([run])
+    assert run.returncode == 0, err[-3000:]
+    build = Store(root).read("d1").get_step("build")
+    assert (build.status, build.attempts) == ("completed", 1)
+    assert [(t.id, t.status, t.attempts) for t in build.tasks] == [
+        ("t1", "merged", 1), ("t2", "merged", 2)]
+    assert build.tasks[1].ran_on == build.ran_on  # the step's worker ran it the second time
+    assert len(attempts(tmp_path, "build.t2")) == 2
+    gone = (f"its session was interrupted (Celery worker `{victim.worker}` (host {victim.host}, "
+            f"pid {victim.pid}) is gone); the call is spent")
+    import dagster as dg
+
+    with dg.DagsterInstance.get() as instance:  # the run's log, from Postgres
+        event = instance.get_latest_materialization_event(dg.AssetKey(["plan-build", "build"]))
+        logs = [e.user_message for e in instance.all_logs(event.run_id)]
+    assert f"build: task t2: {gone}" in logs
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if "sleep 600" in " ".join(p.info["cmdline"] or [])]
     assert ours(root, str(tmp_path / "workers")) == []
