@@ -25,6 +25,7 @@ from specops_dag.execution.fanout import run_offered_task
 from specops_dag.execution.step import run_step
 
 from ..support.agents import attempts, replay
+from ..support.broker import kill_trees
 from .test_fanout import TWO, harness, writes
 
 pytestmark = pytest.mark.e2e
@@ -55,22 +56,7 @@ class Takers:
         return (self.logs / f"taker-{n}.log").read_text()
 
     def end(self) -> None:
-        for proc in self.procs:
-            kill_tree(proc.pid)
-            proc.wait(timeout=30)
-
-
-def kill_tree(pid: int) -> None:
-    try:
-        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=20)
+        kill_trees(self.procs)
 
 
 def sleeping(pid: int) -> bool:
@@ -145,7 +131,7 @@ def test_a_task_whose_process_is_killed_mid_session_runs_again_with_that_session
                 if tasks and tasks[1].status == "running" and takers.procs and sleeping(
                         takers.procs[0].pid):
                     killed.append(takers.procs[0].pid)
-                    kill_tree(takers.procs[0].pid)
+                    kill_trees(takers.procs[:1])
                     return
                 time.sleep(0.2)
 
