@@ -502,7 +502,7 @@ def build_failure(run: Run, stage: str, target: Path, args: list[str],
                     f"so NuGet took the next one ({pins}): reference the version it took (or "
                     "another the source serves), or add NU1603 to the project's "
                     "WarningsNotAsErrors")
-    unserved = unserved_packages(result.stdout)
+    unserved = list(unserved_of(result.stdout).values())
     if unserved:
         message += (f"; {UNSERVED} {', '.join(unserved)}: agent sessions have no network, so "
                     "only packages the source serves can be used")
@@ -512,13 +512,15 @@ def build_failure(run: Run, stage: str, target: Path, args: list[str],
     run.fail(stage, message, "dotnet " + " ".join(args), result, blame=blame)
 
 
-def unserved_packages(output: str) -> list[str]:
-    """Each package reference restore could not satisfy (NU1101 no such id, NU1102 no such
-    version), once, as `id (why)`."""
-    found = [f"{pkg} (NU1101: no package with this id)" for pkg in NU1101.findall(output)]
-    found += [f"{pkg} {wanted} (NU1102: no such version; nearest {nearest})"
-              for pkg, wanted, nearest in NU1102.findall(output)]
-    return list(dict.fromkeys(found))
+def unserved_of(output: str) -> dict[str, str]:
+    """Each package restore could not find (NU1101 no such id, NU1102 no such version), lower-case
+    id -> `id version (NUxxxx: why)` (the version only with NU1102; an exact one without `= `)."""
+    found = {pkg.lower(): f"{pkg} (NU1101: no package with this id)"
+             for pkg in NU1101.findall(output)}
+    for pkg, wanted, nearest in NU1102.findall(output):
+        found[pkg.lower()] = (f"{pkg} {wanted.removeprefix('= ')} (NU1102: no such version; "
+                              f"nearest {nearest})")
+    return found
 
 
 def restore_worktree(root: Path, log_dir: Path, env: dict[str, str],

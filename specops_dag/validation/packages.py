@@ -18,12 +18,11 @@ from pathlib import Path
 from specops_dag.validation.dotnet import (
     COMMON,
     DEADLINE_S,
-    NU1101,
-    NU1102,
     UNSERVED,
     Run,
     StageFailed,
     dotnet_env,
+    unserved_of,
 )
 from specops_dag.validation.sdk import TargetPolicy, resolve_target
 from specops_dag.workflow.model import ValidationConfig
@@ -157,17 +156,6 @@ class PackagesRestore:
             logs = f"; logs in {self.log_dir}" if self.log_dir else ""
             parts.append(f"{', '.join(map(str, self.missing))} not restored: {self.failure}{logs}")
         return f"the plan's packages (`## Packages` of {', '.join(sources)}): " + "; ".join(parts)
-
-
-def unserved_of(output: str) -> dict[str, str]:
-    """Each package restore could not find (NU1101 no such id, NU1102 no such version), lower-case
-    id -> `id version (NUxxxx: why)` (the version only with NU1102)."""
-    found = {pkg.lower(): f"{pkg} (NU1101: no package with this id)"
-             for pkg in NU1101.findall(output)}
-    for pkg, wanted, nearest in NU1102.findall(output):
-        found[pkg.lower()] = (f"{pkg} {wanted.removeprefix('= ')} (NU1102: no such version; "
-                              f"nearest {nearest})")
-    return found
 
 
 def scratch_project(framework: str, packages: list[Package]) -> str:
