@@ -39,9 +39,9 @@ THIRD_PARTY: dict[str, set[str]] = {  # beyond the standard library
     "delivery": {"pydantic", "yaml", "psutil", "git"}, "validation": {"playwright", "psutil", "git"},
     "agent": {"pydantic", "yaml"}, "hooks": {"pydantic"},
     "execution": {"pydantic", "yaml", "psutil", "git"},
-    # dagster-celery and dagster_shared only in the Celery code location (`celery.py`)
-    "dagster_adapter": {"dagster", "dagster_celery", "dagster_shared", "pydantic", "yaml",
-                        "psutil", "git"},
+    # celery, dagster-celery and dagster_shared only in the Celery code location and app
+    "dagster_adapter": {"dagster", "dagster_celery", "dagster_shared", "celery", "pydantic",
+                        "yaml", "psutil", "git"},
     "cli": {"click", "pydantic", "yaml", "psutil", "git"},
     "definitions": set(),
 }

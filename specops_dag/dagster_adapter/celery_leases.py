@@ -3,11 +3,13 @@ the workers' app (`celery_tasks`) and the run that waits on them (`celery`). Bot
 under the harness root, which every worker shares (docs/operations.md, "Workers on several
 machines").
 
-A worker that starts a step task creates `<id>.started` once (the task id is then spent: a copy
-Celery hands out again after its worker died runs nothing) and keeps a lease `<id>.json` (the
-owner record of `locking.Lease`) while the step runs. The run judges that lease with
-`locking.owner_alive`, as it judges a delivery's owners: a worker killed mid-step is seen as
-gone, and its step fails instead of being waited on for ever."""
+A worker that receives a step task's message writes `<id>.taken` (its main process's owner
+record, leased for LEASE_S: the task starts within that, since a worker takes a message only for
+an idle slot); a worker that starts a step task creates `<id>.started` once (the task id is then
+spent: a copy Celery hands out again after its worker died runs nothing) and keeps a lease
+`<id>.json` (the owner record of `locking.Lease`) while the step runs. The run judges that lease
+with `locking.owner_alive`, as it judges a delivery's owners: a worker killed mid-step is seen
+as gone, and its step fails instead of being waited on for ever."""
 
 from __future__ import annotations
 
@@ -31,11 +33,16 @@ def lease_path(root: Path, task_id: str) -> Path:
     return root / TASKS / f"{task_id}.json"
 
 
+def taken_path(root: Path, task_id: str) -> Path:
+    return root / TASKS / f"{task_id}.taken"
+
+
 def worker_gone(root: Path, task_id: str, now: float) -> str | None:
-    """Why the worker that started task `task_id` cannot finish it, or None while it may: the
-    task is queued, runs under a live lease, or has just ended (the worker touches `<id>.started`
-    and drops the lease a moment before Celery stores the result: no lease and no result for
-    longer than LEASE_S after that means the worker died in between)."""
+    """Why the worker that took or started task `task_id` cannot finish it, or None while it
+    may: the task is queued, taken by a live worker, runs under a live lease, or has just ended
+    (the worker touches `<id>.started` and drops the lease a moment before Celery stores the
+    result: no lease and no result for longer than LEASE_S after that means the worker died in
+    between)."""
     lease = read_owner(lease_path(root, task_id))
     if lease is not None:
         if owner_alive(lease, now):
@@ -46,7 +53,10 @@ def worker_gone(root: Path, task_id: str, now: float) -> str | None:
     try:
         since = started_path(root, task_id).stat().st_mtime
     except FileNotFoundError:
-        return None  # not started yet: queued, or on its way to a worker
+        taker = read_owner(taken_path(root, task_id))
+        if taker is None or owner_alive(taker, now):
+            return None  # queued, or on its way to the worker's pool
+        return f"the worker that took it ({taker.named()}) ended before it started the step"
     if now - since > LEASE_S and not lease_path(root, task_id).exists():
         return f"its step ended {now - since:.0f} s ago and no result was stored"
     return None

@@ -6,11 +6,14 @@ SPECOPS_ROOT, which `specops worker` sets."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+from celery.signals import task_received
 from dagster import DagsterInstance, DagsterRunStatus
 from dagster._grpc.types import ExecuteStepArgs
 from dagster._serdes import unpack_value
@@ -18,9 +21,10 @@ from dagster_celery.config import TASK_EXECUTE_PLAN_NAME
 from dagster_celery.make_app import make_app
 from dagster_celery.tasks import create_execute_job_task, create_resume_job_task, create_task
 
-from specops_dag.dagster_adapter.celery_leases import lease_path, started_path
+from specops_dag.dagster_adapter.celery_leases import lease_path, started_path, taken_path
 from specops_dag.errors import UsageError
-from specops_dag.locking import Lease
+from specops_dag.files import write_json_atomic
+from specops_dag.locking import LEASE_S, Lease, this_process
 
 log = logging.getLogger(__name__)
 app = make_app()
@@ -33,6 +37,18 @@ def worker_root() -> Path:
         raise UsageError("SPECOPS_ROOT is not set in this Celery worker: start workers "
                          "with `specops --root <harness root> worker --name NAME`")
     return Path(os.environ["SPECOPS_ROOT"])
+
+
+@task_received.connect
+def taken(request: object = None, **_: object) -> None:
+    """A step task's message reached this worker: its main process's owner record, so a run
+    waiting on the task sees this worker die before the task starts (`celery_leases`)."""
+    if getattr(request, "name", None) != TASK_EXECUTE_PLAN_NAME:
+        return
+    record = dataclasses.replace(this_process(), lease_until=time.time() + LEASE_S)
+    path = taken_path(worker_root(), request.id)  # type: ignore[union-attr]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, dataclasses.asdict(record))
 
 
 class OnceTask(app.Task):  # type: ignore[name-defined]

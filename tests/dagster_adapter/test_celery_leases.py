@@ -25,6 +25,7 @@ from specops_dag.dagster_adapter.celery_leases import (
     lease_path,
     prune,
     started_path,
+    taken_path,
     worker_gone,
 )
 from specops_dag.errors import UsageError
@@ -55,6 +56,35 @@ def test_a_lease_whose_process_ended_or_whose_lease_ran_out_names_why(tmp_path: 
                 lease_until=now - 30)
     assert worker_gone(tmp_path, "t2", now) == (
         "its lease (pid 4242 on host elsewhere) ran out 30 s ago")
+
+
+def test_a_task_whose_worker_died_after_taking_its_message_and_before_starting_it_is_gone(
+        tmp_path: Path) -> None:
+    now = time.time()
+    write_lease(taken_path(tmp_path, "t1"))  # this process took it: alive, not started yet
+    assert worker_gone(tmp_path, "t1", now) is None
+    write_lease(taken_path(tmp_path, "t2"), pid=2 ** 22 + 7, started=1.0)
+    assert worker_gone(tmp_path, "t2", now) == (
+        f"the worker that took it (pid {2 ** 22 + 7}) ended before it started the step")
+    write_lease(taken_path(tmp_path, "t3"), host="elsewhere", pid=4242, boot_id="b",
+                lease_until=now - 1)
+    assert worker_gone(tmp_path, "t3", now) == (
+        "the worker that took it (pid 4242 on host elsewhere) ended before it started the step")
+    started_path(tmp_path, "t2").touch()  # started: its lease, not the taker, is judged now
+    assert worker_gone(tmp_path, "t2", now) is None
+
+
+def test_a_worker_that_receives_a_step_task_writes_its_taken_record_and_ignores_other_tasks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("SPECOPS_ROOT", str(tmp_path))
+    celery_tasks.taken(SimpleNamespace(name="specops.fan_out_task", id="f1"))
+    celery_tasks.taken(SimpleNamespace(name="execute_plan", id="s1"))
+    assert sorted(p.name for p in (tmp_path / ".specops/celery").iterdir()) == ["s1.taken"]
+    record = json.loads(taken_path(tmp_path, "s1").read_text())
+    assert (record["pid"], record["host"]) == (os.getpid(), this_process().host)
+    assert 0 < record["lease_until"] - time.time() <= LEASE_S
 
 
 def test_a_task_that_ended_is_waited_for_its_result_only_for_one_lease(tmp_path: Path) -> None:

@@ -51,6 +51,12 @@ def test_a_delivery_runs_on_two_celery_workers_and_its_parallel_branches_on_diff
         assert where is not None and where.host == host, node
         assert where.pid in pids[where.worker] and where.pid != launcher, (node, where)
     assert ran["b"].worker != ran["c"].worker and ran["b"].pid != ran["c"].pid
+    marks = {p.suffix: set() for p in (root / ".specops/celery").iterdir()}
+    for p in (root / ".specops/celery").iterdir():
+        marks[p.suffix].add(p.stem)
+    # each step task's message was recorded as taken by a worker, then started (celery_leases)
+    assert set(marks) == {".taken", ".started"} and len(marks[".taken"]) == 4
+    assert marks[".taken"] == marks[".started"]
     (b_start, b_end), (c_start, c_end) = (
         json.loads((root / f"phases/d1/{n}/ran.json").read_text()) for n in "bc")
     assert b_start < c_end and c_start < b_end  # the two branches overlapped in time

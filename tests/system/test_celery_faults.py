@@ -84,6 +84,40 @@ def test_a_worker_killed_mid_step_fails_the_run_and_specops_run_redoes_only_that
     assert ours(root, str(tmp_path / "workers")) == []
 
 
+def test_a_worker_killed_after_taking_a_step_and_before_starting_it_fails_the_run(
+        tmp_path: Path, clean_env: dict[str, str], postgres: str, redis: str) -> None:
+    use_postgres(Path(clean_env["DAGSTER_HOME"]), postgres)
+    root = napping_git_diamond(tmp_path)
+    env = {**clean_env, "CALLS": str(tmp_path / "calls.txt")}
+    assert specops(env, root, "new", "diamond", "d1", "--request", "x").returncode == 0
+    with celery_workers(VENV_BIN / "specops", env, root, redis,
+                        {"w1": tmp_path / "workers" / "w1"}) as started:
+        worker = tree(started["w1"].pid)
+        pool = [p for p in worker if not p.children()]  # its pool: stopped, it starts nothing
+        for p in pool:
+            p.suspend()
+        run = launch(env, root, redis, "diamond_job")
+        try:
+            taken = wait_for(lambda: list((root / ".specops/celery").glob("*.taken")), 120)
+            [taker] = [p for p in worker if str(p.pid) in taken[0].read_text()]
+            kill_trees([started["w1"]])
+            out, err = run.communicate(timeout=120)  # ends: not waited on for ever
+        finally:
+            kill_trees([run])
+    assert run.returncode != 0
+    assert ("the Celery worker that took step `diamond__a` is gone: the worker that took it "
+            f"(pid {taker.pid}) ended before it started the step; the step fails here, and "
+            "`specops run` re-runs it from the delivery's state within its remaining attempts"
+            ) in out + err
+    assert [s.status for s in Store(root).read("d1").steps] == ["pending"] * 4
+    assert not (tmp_path / "calls.txt").exists()  # no step ran
+    recover = specops(env, root, "run", "d1")
+    assert recover.returncode == 0, recover.stdout + recover.stderr
+    assert [(s.status, s.attempts) for s in Store(root).read("d1").steps] == [
+        ("completed", 1)] * 4
+    assert ours(root, str(tmp_path / "workers")) == []
+
+
 def test_a_broker_restarted_under_a_running_delivery_loses_no_step_and_no_handoff(
         tmp_path: Path, clean_env: dict[str, str], postgres: str) -> None:
     from ..support.broker import redis_server
