@@ -26,7 +26,7 @@ from specops_dag.execution.step import run_step
 
 from ..support.agents import attempts, replay
 from ..support.broker import kill_trees
-from .test_fanout import TWO, harness, writes
+from ..support.fanout import TWO, harness, writes
 
 pytestmark = pytest.mark.e2e
 

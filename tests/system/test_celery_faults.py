@@ -17,10 +17,10 @@ import pytest
 
 from specops_dag.delivery.store import Store
 
-from ..execution.test_fanout import TWO, harness, writes
 from ..support.agents import attempts, replay
 from ..support.broker import celery_workers, kill_trees, launch, napping_git_diamond, tree
 from ..support.cli import specops
+from ..support.fanout import TWO, harness, writes
 from ..support.harness import VENV_BIN
 from ..support.postgres import use_postgres
 from ..support.processes import ours, wait_for
