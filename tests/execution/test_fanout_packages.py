@@ -20,6 +20,7 @@ from specops_dag.workflow.catalog import definition_roots, load_catalog
 
 from ..support.agents import attempts, outputs_seen, replay, settings_for
 from ..support.dotnet import FIXTURES
+from ..support.fanout import BUILD, PLAN, WORKFLOW
 from ..support.git import WHO
 from ..support.harness import write_tree
 
@@ -39,45 +40,14 @@ tasks:
 
 # the build node takes the delivery's request (whose `## Packages` lists them) and the plan's tasks
 FILES = {
-    "workflow_defs/workflows/plan-build.yaml": """\
-        kind: workflow
-        id: plan-build
-        inputs: {request: {contract: req}}
-        nodes:
-          - {id: plan, phase: p-plan, inputs: {request: {input: request}}}
-          - {id: build, phase: p-build, needs: [plan], inputs: {request: {input: request}, plan: {node: plan, output: plan}}}
-        """,
-    "workflow_defs/phases/p-plan.yaml": """\
-        kind: phase
-        id: p-plan
-        input: {ports: {request: {contract: req}}}
-        execution:
-          goal: Copy the task list.
-          executor: {kind: command, argv: [sh, -c, 'cp plan/tasks.yaml "$SPECOPS_NODE_DIR/tasks.yaml"'], timeout_s: 30}
-        output:
-          ports: {plan: {contract: plan}}
-          artifacts:
-            - {id: tasks, path: tasks.yaml, required: true}
-        validation: none
-        """,
-    "workflow_defs/phases/p-build.yaml": """\
-        kind: phase
-        id: p-build
-        input: {ports: {request: {contract: req}, plan: {contract: plan}}}
-        execution:
-          goal: Build what the plan's tasks say.
-          executor: {kind: codex}
-          timeout_s: 90
-          idle_timeout_s: 30
-          skills:
-            - {id: build-skill, path: skills/build-skill/SKILL.md, load: entry, required: true}
-          fan_out: {tasks: {input: plan, artifact: tasks}, max_parallel: 2}
-        output:
-          ports: {built: {contract: built}}
-          artifacts:
-            - {id: changes, path: changes.md, required: true}
-        validation: full
-        """,
+    "workflow_defs/workflows/plan-build.yaml": WORKFLOW.replace(
+        "inputs: {plan: {node: plan, output: plan}}",
+        "inputs: {request: {input: request}, plan: {node: plan, output: plan}}"),
+    "workflow_defs/phases/p-plan.yaml": PLAN,
+    "workflow_defs/phases/p-build.yaml": BUILD.replace(
+        "input: {ports: {plan: {contract: plan}}}",
+        "input: {ports: {request: {contract: req}, plan: {contract: plan}}}").replace(
+        "validation: none", "validation: full"),
     "workflow_defs/skills/build-skill/SKILL.md": "---\nname: build-skill\n---\nBuild it.\n",
     "plan/tasks.yaml": TASKS,
     ".gitignore": ".dagster_home/\n",
