@@ -21,7 +21,7 @@ from specops_dag.gitflow import is_repository
 RISK_FILE = "risk.md"  # in a node folder: the agent raises a risk for a person to decide
 
 if TYPE_CHECKING:
-    from specops_dag.delivery.model import Delivery, Owner, PreflightRecord, Step, Usage
+    from specops_dag.delivery.model import Delivery, Owner, PreflightRecord, RanOn, Step, Usage
 
 
 STATUS_MARK = {"completed": "✔", "running": "…", "pending": "·", "error": "✘", "blocked": "■"}
@@ -130,6 +130,13 @@ def agent_path(path: Path, cwd: Path) -> str:
     it, else absolute — so it resolves from where the agent runs."""
     path = path.resolve()
     return path.relative_to(cwd).as_posix() if path.is_relative_to(cwd) else str(path)
+
+
+def ran_on_text(where: RanOn) -> str:
+    """Where a step or task ran, as status and the run's log say it."""
+    if where.worker:
+        return f"Celery worker `{where.worker}` (host {where.host}, pid {where.pid})"
+    return f"process {where.pid} on host {where.host}"
 
 
 def owner_alive(owner: Owner | None) -> bool:
@@ -417,8 +424,7 @@ def render_status(state: Delivery, report: dict) -> str:
         if s.blocked_reason:
             line += f" {s.blocked_reason}"
         if s.ran_on is not None and s.ran_on.worker:  # one machine's output stays as it was
-            line += (f"\n       ran on Celery worker `{s.ran_on.worker}` (host {s.ran_on.host}, "
-                     f"pid {s.ran_on.pid})")
+            line += f"\n       ran on {ran_on_text(s.ran_on)}"
         if s.preflight:
             line += f"\n       {preflight_line(s.preflight)}"
         checked = s.validation_report
@@ -433,8 +439,7 @@ def render_status(state: Delivery, report: dict) -> str:
                          + (f" [{spent} tokens]" if spent else "")
                          + (f" {t.error.splitlines()[0][:100]}" if t.error else ""))
                 if t.ran_on is not None and t.ran_on.worker:
-                    line += (f"\n           ran on Celery worker `{t.ran_on.worker}` (host "
-                             f"{t.ran_on.host}, pid {t.ran_on.pid})")
+                    line += f"\n           ran on {ran_on_text(t.ran_on)}"
         ask = report["gates"].get(s.name)
         if ask:
             line += f"\n       question: {ask['question']}"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,8 +35,8 @@ from specops_dag.delivery.lifecycle import (
     task_record,
     workdir,
 )
-from specops_dag.delivery.model import Delivery, RanOn, Step, TaskRecord
-from specops_dag.delivery.queries import agent_path, owner_alive
+from specops_dag.delivery.model import Delivery, Step, TaskRecord
+from specops_dag.delivery.queries import agent_path, owner_alive, ran_on_text
 from specops_dag.delivery.store import Store
 from specops_dag.errors import UsageError
 from specops_dag.execution.attempt import (
@@ -150,8 +150,9 @@ def run_fan_out(store: Store, state: Delivery, step: Step, catalog: Catalog,
     with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="task") as pool:
         while True:
             merged_any = merge_ready(ctx, state, step, order)
-            reclaim(ctx)
             current = {t.id: t for t in ctx.store.read(ctx.delivery).get_step(ctx.node).tasks}
+            if reclaim(ctx, current.values()):
+                continue
             block_dependents(ctx, current)
             mine = set(local.values())
             elsewhere = {t for t, r in current.items() if t not in mine and held_elsewhere(r)}
@@ -333,18 +334,12 @@ def held_elsewhere(rec: TaskRecord) -> bool:
     return rec.owner is not None and not owns(rec.owner) and owner_alive(rec.owner)
 
 
-def ran_on_text(where: RanOn) -> str:
-    if where.worker:
-        return f"Celery worker `{where.worker}` (host {where.host}, pid {where.pid})"
-    return f"process {where.pid} on host {where.host}"
-
-
-def reclaim(ctx: FanOut) -> None:
+def reclaim(ctx: FanOut, tasks: Iterable[TaskRecord]) -> bool:
     """A task marked running whose process is gone (a killed run's thread, a killed worker) is
-    pending again: that session's call is spent, the rest of its budget is left."""
-    tasks = ctx.store.read(ctx.delivery).get_step(ctx.node).tasks
+    pending again: that session's call is spent, the rest of its budget is left. `tasks`: the
+    node's tasks as just read; True when one was reclaimed."""
     if not any(t.status == "running" and not owner_alive(t.owner) for t in tasks):
-        return
+        return False
     gone = []
     with ctx.transaction() as fresh:
         for rec in fresh.get_step(ctx.node).tasks:
@@ -356,6 +351,7 @@ def reclaim(ctx: FanOut) -> None:
                 gone.append((rec.id, where))
     for task, where in gone:
         ctx.say(f"task {task}: its session was interrupted{where}; the call is spent")
+    return bool(gone)
 
 
 def not_claimable(state: Delivery, node: str, rec: TaskRecord) -> str | None:
@@ -366,7 +362,7 @@ def not_claimable(state: Delivery, node: str, rec: TaskRecord) -> str | None:
             "" if step.status != "running" else " under a process that is gone")
     if rec.status != "pending":
         return f"the task is `{rec.status}`"
-    if rec.owner is not None and not owns(rec.owner) and owner_alive(rec.owner):
+    if held_elsewhere(rec):
         return f"{ran_on_text(rec.ran_on)} holds it" if rec.ran_on else "another process holds it"
     tasks = {t.id: t for t in step.tasks}
     waiting = [n for n in rec.needs if tasks[n].status != "merged"]
@@ -462,11 +458,12 @@ def run_task(ctx: FanOut, state: Delivery, step: Step, task: str) -> bool:
             if outcome.ok or outcome.reason == "infrastructure":
                 return True
     finally:
-        if claimed:
-            with ctx.transaction() as fresh:
-                rec = ctx.record(fresh, task)
-                if owns(rec.owner):  # a defect ended the sessions: `reclaim` frees the task
-                    rec.owner = None
+        if claimed:  # still held when a defect or the node's end stopped its sessions: let go
+            if owns(ctx.record(ctx.store.read(ctx.delivery), task).owner):
+                with ctx.transaction() as fresh:
+                    rec = ctx.record(fresh, task)
+                    if owns(rec.owner):
+                        rec.owner = None
             ctx.store.release(ctx.delivery, key)
 
 
